@@ -1,0 +1,1 @@
+"""Protocol decisions only: messages and state in, actions out. Never imports trio."""

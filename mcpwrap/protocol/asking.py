@@ -1,0 +1,182 @@
+"""Questions before a tool runs: elicited arguments, then the confirmation.
+
+A call advances through `next_step` until nothing is missing. Each question
+is an elicitation form built from the arguments' own schemas, restricted to
+the primitive subset the revision allows. Legacy peers get it as an
+`elicitation/create` request; modern peers get `input_required` with a
+`requestState` sealed by `signing`, which binds the method, the tool, a
+digest of the arguments, the tools-file digest, the round, the answers
+gathered so far and an expiry, so any process sharing the secret can resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from mcpwrap import signing
+from mcpwrap.config import PLACEHOLDER, Arg, Config, Tool
+from mcpwrap.protocol.revisions import Revision
+from mcpwrap.protocol.tools import CallRequest, ProtocolError
+from mcpwrap.result import ToolResult, error_result
+from mcpwrap.templating import ArgumentError, build_argv, with_defaults
+from mcpwrap.validation import argument_problems
+
+if TYPE_CHECKING:
+    from mcpwrap.protocol.core import Context
+
+STRING_FORMATS = {"email", "uri", "date", "date-time"}
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Question:
+    key: str                              # "arguments" | "confirm": the inputRequests key
+    purpose: str
+    message: str
+    fields: tuple[Arg, ...] = ()
+
+    def request(self, rev: Revision) -> dict[str, Any]:
+        properties = {a.name: form_field(a, rev) for a in self.fields}
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        required = [a.name for a in self.fields if a.required]
+        if required:
+            schema["required"] = required
+        return {"method": "elicitation/create", "params": {"message": self.message, "requestedSchema": schema}}
+
+
+@dataclass(frozen=True)
+class Pending:
+    ctx: Context
+    tool: Tool
+    arguments: dict[str, Any]
+    confirmed: bool = False
+    as_task: bool = False
+    round: int = 0
+    question: Question | None = None
+    original: dict[str, Any] = field(default_factory=dict)
+
+
+def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
+    """One argument schema as an elicitation PrimitiveSchemaDefinition."""
+    schema = arg.schema
+    kind = schema.get("type")
+    out: dict[str, Any] = {k: schema[k] for k in ("title", "description") if k in schema}
+    if kind == "array":
+        out.update(type="array", items={"type": "string", "enum": list(schema["items"]["enum"])})
+        out.update({k: schema[k] for k in ("minItems", "maxItems") if k in schema})
+    else:
+        out["type"] = kind
+        keep = {"string": ("enum", "minLength", "maxLength"), "number": ("minimum", "maximum"),
+                "integer": ("minimum", "maximum"), "boolean": ()}[kind]
+        out.update({k: schema[k] for k in keep if k in schema})
+        if kind == "string" and schema.get("format") in STRING_FORMATS:
+            out["format"] = schema["format"]
+    if "default" in schema and (rev.has("elicitation.defaults") or kind == "boolean"):
+        out["default"] = schema["default"]
+    return out
+
+
+def render_confirm(template: str, arguments: Mapping[str, Any]) -> str:
+    def value(match: Any) -> str:
+        found = arguments.get(match[1], "")
+        return found if isinstance(found, str) else _display(found)
+    return PLACEHOLDER.sub(value, template)
+
+
+def _display(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()
+
+
+def _invalid(pending: Pending, problems: list[str]) -> ToolResult | ProtocolError:
+    message = f"invalid arguments for tool '{pending.tool.name}': " + "; ".join(problems)
+    if pending.ctx.rev.has("invalid_arguments.as_result"):
+        return error_result(message + " (nothing ran)")
+    return ProtocolError(-32602, message)
+
+
+def next_step(pending: Pending, config: Config) -> Question | ToolResult | ProtocolError | None:
+    """What the call still needs: a question, a refusal, or nothing (ready to run)."""
+    tool = pending.tool
+    missing = tuple(a for a in tool.args if a.elicit and a.name not in pending.arguments)
+    problems = argument_problems(tool, pending.arguments, ignore_missing={a.name for a in missing})
+    if problems:
+        return _invalid(pending, problems)
+    if tool.command is not None:
+        try:
+            build_argv(tool, with_defaults(tool, pending.arguments))
+        except ArgumentError as exc:
+            return _invalid(pending, [str(exc)])
+    if missing:
+        names = ", ".join(a.name for a in missing)
+        return Question("arguments", f"the arguments {names}",
+                        f"'{tool.name}' needs: {names}", missing)
+    if tool.confirm and not pending.confirmed:
+        return Question("confirm", "confirmation", render_confirm(tool.confirm, with_defaults(tool, pending.arguments)))
+    return None
+
+
+def apply_answer(pending: Pending, question: Question | str | None, answer: Mapping[str, Any]) -> Pending | ToolResult:
+    """Fold one ElicitResult into the call; decline and cancel end it with nothing run."""
+    key = question.key if isinstance(question, Question) else question
+    action = answer.get("action")
+    if action in ("decline", "cancel"):
+        verb = "declined" if action == "decline" else "cancelled"
+        return error_result(f"the user {verb} {'the confirmation' if key == 'confirm' else 'to provide the arguments'} "
+                            f"for '{pending.tool.name}'; nothing ran")
+    if action != "accept":
+        return error_result("the elicitation answer was not accept, decline or cancel; nothing ran")
+    if key == "confirm":
+        return replace(pending, confirmed=True, round=pending.round + 1)
+    content = answer.get("content") or {}
+    if not isinstance(content, dict):
+        return error_result("the elicitation answer's content is not an object; nothing ran")
+    wanted = {a.name for a in pending.tool.args if a.elicit and a.name not in pending.arguments}
+    gathered = {**pending.arguments, **{k: v for k, v in content.items() if k in wanted}}
+    return replace(pending, arguments=gathered, round=pending.round + 1)
+
+
+def can_ask_modern(capabilities: Mapping[str, Any]) -> bool:
+    elicitation = capabilities.get("elicitation")
+    return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
+
+
+can_ask_legacy = can_ask_modern
+
+
+def seal_state(pending: Pending, question: Question, config: Config, keyring: signing.Keyring, now: float) -> str:
+    claims = {"v": STATE_VERSION, "m": "tools/call", "t": pending.tool.name,
+              "a": signing.digest(pending.original), "c": config.digest, "r": pending.round,
+              "g": pending.arguments, "k": pending.confirmed, "q": question.key}
+    return signing.seal(keyring, claims, now)
+
+
+def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.Keyring, now: float,
+           as_task: bool) -> Pending | ToolResult:
+    """A modern retry: verify requestState, then fold in the answer to the question it names."""
+    state, responses = ctx.params.get("requestState"), ctx.params.get("inputResponses", {})
+    if not isinstance(state, str):
+        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState missing or not a string")
+    if not isinstance(responses, dict):
+        raise ProtocolError(-32602, "inputResponses must be an object")
+    try:
+        claims = signing.unseal(keyring, state, now)
+    except signing.StateError as exc:
+        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=exc.reason) from None
+    expected = {"v": STATE_VERSION, "m": "tools/call", "t": request.tool.name,
+                "a": signing.digest(request.arguments), "c": config.digest}
+    wrong = [k for k, v in expected.items() if claims.get(k) != v]
+    if wrong or not isinstance(claims.get("g"), dict) or not isinstance(claims.get("r"), int):
+        raise ProtocolError(-32602, "invalid or expired requestState",
+                            diagnostic=f"requestState bound to other {'/'.join(wrong) or 'content'}")
+    pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
+                      as_task=as_task, round=claims["r"], original=request.arguments)
+    answer = responses.get(claims.get("q"))
+    if answer is None:
+        return pending                    # not answered yet: the same question is asked again
+    if not isinstance(answer, dict):
+        raise ProtocolError(-32602, f"inputResponses.{claims.get('q')} must be an elicitation result object")
+    return apply_answer(pending, claims.get("q"), answer)

@@ -1,0 +1,445 @@
+"""The sans-IO server core: one message (plus state) in, actions out.
+
+`Core.receive` takes a decoded message and returns `Action`s: messages to
+send, calls to start or cancel, timers, task-store operations. The driver
+(`server.py`) carries them out and reports outcomes back through the other
+`Core` methods. The era of each request is decided from its body: modern
+`_meta` means 2026-07-28 served statelessly; anything else belongs to this
+process's one legacy session.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from mcpwrap import jsonrpc
+from mcpwrap.config import Config, Tool
+from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
+from mcpwrap.protocol import asking, modern
+from mcpwrap.protocol.legacy import LegacySession, level_allows
+from mcpwrap.protocol.revisions import (EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION, Revision)
+from mcpwrap.protocol.tools import ProtocolError, invalid_params, list_page, parse_call, render_result
+from mcpwrap.result import ToolResult, error_result
+from mcpwrap.signing import Keyring
+
+
+@dataclass(frozen=True)
+class Context:
+    """One request as the core sees it: its era's revision and per-request client facts."""
+    id: RequestId
+    method: str
+    rev: Revision
+    capabilities: Mapping[str, Any]
+    log_level: str | None = None          # modern: from _meta; legacy: read from the session
+    progress_token: str | int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def modern(self) -> bool:
+        return self.rev.modern
+
+
+# --- actions the driver carries out -------------------------------------------------------
+@dataclass(frozen=True)
+class Send:
+    message: dict[str, Any] | list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StartCall:
+    ctx: Context
+    tool: Tool
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CancelCall:
+    id: RequestId
+
+
+@dataclass(frozen=True)
+class StartTimer:
+    key: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Stderr:
+    text: str
+
+
+@dataclass(frozen=True)
+class TaskOp:
+    """A task-store operation; the driver reports back through `Core.task_done`."""
+    ctx: Context
+    op: str                               # create | get | result | list | cancel | update
+    task_id: str | None = None
+    tool: Tool | None = None
+    arguments: dict[str, Any] | None = None
+    cursor: str | None = None
+
+
+Action = Send | StartCall | CancelCall | StartTimer | Stderr | TaskOp
+
+ELICIT_TIMEOUT_S = 600.0
+
+
+@dataclass
+class _BatchState:
+    waiting: set[RequestId]
+    answers: list[dict[str, Any]]
+
+
+class Core:
+    def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
+                 clock: Callable[[], float], tasks_enabled: bool = True,
+                 page_size: int = 500) -> None:
+        self.config = config
+        self.session = LegacySession()
+        self.keyring_source = keyring_source
+        self.clock = clock
+        self.tasks_enabled = tasks_enabled
+        self.page_size = page_size
+        self.inflight: dict[RequestId, Context] = {}
+        self.listens: dict[RequestId, dict[str, Any]] = {}
+        self.asks: dict[str, asking.Pending] = {}
+        self.ask_ids = (f"mcpwrap-ask-{n}" for n in itertools.count(1))
+        self.batches: dict[RequestId, _BatchState] = {}
+
+    # --- capabilities -------------------------------------------------------------------
+    def capabilities(self, rev: Revision) -> dict[str, Any]:
+        caps: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}}
+        if self.tasks_enabled and rev.has("tasks.core"):
+            caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        if self.tasks_enabled and rev.modern:
+            caps["extensions"] = {TASKS_EXTENSION: {}}
+        return caps
+
+    # --- entry point --------------------------------------------------------------------
+    def receive(self, message: jsonrpc.Message) -> list[Action]:
+        if isinstance(message, Batch):
+            return self._batch(message)
+        if isinstance(message, Invalid):
+            return [Send(self._error_message(message.id, ProtocolError(message.code, message.message),
+                                             self.session.rev))]
+        if isinstance(message, Notification):
+            return self._notification(message)
+        if isinstance(message, Response):
+            return self._answer(message)
+        return self._request(message)
+
+    def _batch(self, batch: Batch) -> list[Action]:
+        if not self.session.rev.has("jsonrpc.batch") or any(
+                isinstance(m, Request) and m.method == "initialize" for m in batch.items):
+            error = ProtocolError(-32600, f"batches are not accepted in protocol revision {self.session.rev.version}")
+            return [Send(self._error_message(None, error, self.session.rev))]
+        actions: list[Action] = []
+        ids = {m.id for m in batch.items if isinstance(m, Request)}
+        state = _BatchState(set(ids), [])
+        for request_id in ids:
+            self.batches[request_id] = state
+        for item in batch.items:
+            actions += self.receive(item)
+        return self._flush_batches(actions)
+
+    def _flush_batches(self, actions: list[Action]) -> list[Action]:
+        """Responses to batched requests are held and sent together as one array."""
+        out: list[Action] = []
+        for action in actions:
+            message = action.message if isinstance(action, Send) else None
+            if isinstance(message, dict) and "method" not in message and message.get("id") in self.batches:
+                state = self.batches.pop(message["id"])
+                state.waiting.discard(message["id"])
+                state.answers.append(message)
+                if not state.waiting:
+                    out.append(Send(state.answers))
+                continue
+            out.append(action)
+        return out
+
+    def _drop_from_batch(self, request_id: RequestId) -> list[Action]:
+        state = self.batches.pop(request_id, None)
+        if state is None:
+            return []
+        state.waiting.discard(request_id)
+        return [Send(state.answers)] if not state.waiting and state.answers else []
+
+    # --- requests -----------------------------------------------------------------------
+    def _request(self, request: Request) -> list[Action]:
+        if request.id in self.inflight or request.id in self.listens:
+            rev = self.session.rev
+            return [Send(self._error_message(request.id, ProtocolError(
+                -32600, "request id is already in use by a request in progress"), rev))]
+        try:
+            if request.method != "initialize" and modern.is_modern(request.params):
+                ctx = self._modern_context(request)
+                actions = self._modern(ctx)
+            else:
+                ctx = Context(request.id, request.method, self.session.rev,
+                              self.session.client_capabilities, params=request.params,
+                              progress_token=_progress_token(request.params))
+                actions = self._legacy(ctx)
+        except ProtocolError as error:
+            rev = MODERN if modern.is_modern(request.params) and request.method != "initialize" else self.session.rev
+            actions = [Send(self._error_message(request.id, error, rev))]
+            if error.diagnostic:
+                actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}"))
+        return self._flush_batches(actions)
+
+    def _modern_context(self, request: Request) -> Context:
+        meta = modern.read_meta(request.params)
+        return Context(request.id, request.method, meta.rev, meta.capabilities, meta.log_level,
+                       meta.progress_token, request.params)
+
+    def _legacy(self, ctx: Context) -> list[Action]:
+        self.session.admit(ctx.method)
+        if ctx.method == "initialize":
+            return [self._reply(ctx, self.session.initialize(dict(ctx.params), self.config, self.capabilities))]
+        if ctx.method not in self.session.rev.methods:
+            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
+        if ctx.method == "ping":
+            return [self._reply(ctx, {})]
+        if ctx.method == "logging/setLevel":
+            self.session.set_level(dict(ctx.params))
+            return [self._reply(ctx, {})]
+        if ctx.method == "tools/list":
+            return [self._reply(ctx, list_page(self.config, ctx.rev, ctx.params.get("cursor"), self.page_size))]
+        if ctx.method == "tools/call":
+            return self._call(ctx)
+        return self._task_request(ctx)
+
+    def _modern(self, ctx: Context) -> list[Action]:
+        extension = TASKS_EXTENSION in (ctx.capabilities.get("extensions") or {})
+        if ctx.method in EXTENSION_TASK_METHODS and self.tasks_enabled:
+            if not extension:
+                raise _needs_tasks_extension()
+            return self._task_request(ctx)
+        if ctx.method not in MODERN.methods:
+            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
+        if ctx.method == "server/discover":
+            return [self._reply(ctx, modern.discover(self.config, self.capabilities(ctx.rev)))]
+        if ctx.method == "tools/list":
+            page = list_page(self.config, ctx.rev, ctx.params.get("cursor"), self.page_size)
+            return [self._reply(ctx, modern.cacheable(page))]
+        if ctx.method == "subscriptions/listen":
+            honoured = modern.listen_filter(ctx.params)
+            self.listens[ctx.id] = honoured
+            return [Send(modern.tagged("notifications/subscriptions/acknowledged", ctx.id,
+                                       {"notifications": honoured}))]
+        return self._call(ctx)
+
+    # --- tools/call pipeline ------------------------------------------------------------
+    def _call(self, ctx: Context) -> list[Action]:
+        request = parse_call(self.config, ctx.params)
+        as_task = self._task_decision(ctx, request.tool)
+        if ctx.modern and ("requestState" in ctx.params or "inputResponses" in ctx.params):
+            outcome = asking.resume(ctx, request, self.config, self.keyring_source(), self.clock(), as_task)
+        else:
+            outcome = asking.Pending(ctx, request.tool, dict(request.arguments), as_task=as_task,
+                                     original=request.arguments)
+        if isinstance(outcome, ToolResult):
+            return [self._reply(ctx, self._render(ctx, outcome))]
+        return self._advance(outcome)
+
+    def _task_decision(self, ctx: Context, tool: Tool) -> bool:
+        """Whether this call becomes a task; raises the revision's error when it cannot run."""
+        if not self.tasks_enabled:
+            return False
+        if ctx.rev.has("tasks.core"):
+            asked = isinstance(ctx.params.get("task"), dict)
+            if asked and tool.task == "never":
+                raise ProtocolError(-32601, f"tool '{tool.name}' does not support task execution")
+            if not asked and tool.task == "always":
+                raise ProtocolError(-32601, f"tool '{tool.name}' must be called as a task (execution.taskSupport is required)")
+            return asked
+        if ctx.modern:
+            declared = TASKS_EXTENSION in (ctx.capabilities.get("extensions") or {})
+            if tool.task == "always" and not declared:
+                raise _needs_tasks_extension(f"tool '{tool.name}' runs only as a task")
+            return declared and tool.task != "never"
+        return False
+
+    def _advance(self, pending: asking.Pending) -> list[Action]:
+        """Ask what is still missing, or start the call (or task)."""
+        ctx = pending.ctx
+        step = asking.next_step(pending, self.config)
+        if isinstance(step, ToolResult):
+            return [self._reply(ctx, self._render(ctx, step))]
+        if isinstance(step, ProtocolError):
+            raise step
+        if step is not None:
+            return self._ask(pending, step)
+        if pending.as_task:
+            return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
+        self.inflight[ctx.id] = ctx
+        return [StartCall(ctx, pending.tool, pending.arguments)]
+
+    def _ask(self, pending: asking.Pending, question: asking.Question) -> list[Action]:
+        ctx = pending.ctx
+        if ctx.modern:
+            if not asking.can_ask_modern(ctx.capabilities):
+                raise ProtocolError(-32021, f"tool '{pending.tool.name}' needs {question.purpose} from the user, "
+                                    "and this request declares no elicitation capability",
+                                    {"requiredCapabilities": {"elicitation": {}}})
+            state = asking.seal_state(pending, question, self.config, self.keyring_source(), self.clock())
+            result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
+            return [Send(jsonrpc.response(ctx.id, modern.stamp(result, self.config, "input_required")))]
+        if not (ctx.rev.has("elicitation.server_request") and asking.can_ask_legacy(ctx.capabilities)):
+            return [self._reply(ctx, self._render(ctx, error_result(
+                f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "
+                "client cannot be asked (it declared no elicitation capability); nothing ran")))]
+        ask_id = next(self.ask_ids)
+        self.asks[ask_id] = replace(pending, question=question)
+        self.inflight[ctx.id] = ctx
+        request = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
+                   "params": question.request(ctx.rev)["params"]}
+        return [Send(request), StartTimer(ask_id, ELICIT_TIMEOUT_S)]
+
+    def _answer(self, response: Response) -> list[Action]:
+        """A client's answer to our elicitation/create."""
+        pending = self.asks.pop(str(response.id), None)
+        if pending is None or pending.ctx.id not in self.inflight:
+            return []
+        del self.inflight[pending.ctx.id]
+        if response.error is not None:
+            outcome: asking.Pending | ToolResult = error_result(
+                f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
+        else:
+            outcome = asking.apply_answer(pending, pending.question, response.result or {})
+        return self._continue(pending.ctx, outcome)
+
+    def _continue(self, ctx: Context, outcome: asking.Pending | ToolResult) -> list[Action]:
+        try:
+            if isinstance(outcome, ToolResult):
+                return self._flush_batches([self._reply(ctx, self._render(ctx, outcome))])
+            return self._flush_batches(self._advance(outcome))
+        except ProtocolError as error:
+            return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
+
+    def timer(self, key: str) -> list[Action]:
+        pending = self.asks.pop(key, None)
+        if pending is None or pending.ctx.id not in self.inflight:
+            return []
+        del self.inflight[pending.ctx.id]
+        cancel = jsonrpc.notification("notifications/cancelled", {"requestId": key, "reason": "timed out"})
+        return [Send(cancel)] + self._continue(pending.ctx, error_result(
+            f"no answer from the user within {ELICIT_TIMEOUT_S:g}s; nothing ran"))
+
+    # --- outcomes reported by the driver ------------------------------------------------
+    def call_done(self, ctx: Context, result: ToolResult) -> list[Action]:
+        if self.inflight.pop(ctx.id, None) is None:
+            return []                      # cancelled: no response for that id, ever
+        return self._flush_batches([self._reply(ctx, self._render(ctx, result))])
+
+    def call_failed(self, ctx: Context, error: ProtocolError) -> list[Action]:
+        if self.inflight.pop(ctx.id, None) is None:
+            return []
+        return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
+
+    def progress(self, ctx: Context, progress: float, total: float | None, message: str | None) -> list[Action]:
+        if ctx.progress_token is None or ctx.id not in self.inflight:
+            return []
+        params: dict[str, Any] = {"progressToken": ctx.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message and ctx.rev.has("progress.message"):
+            params["message"] = message
+        return [Send(jsonrpc.notification("notifications/progress", params))]
+
+    def log(self, ctx: Context, level: str, logger: str, data: Any) -> list[Action]:
+        threshold = ctx.log_level if ctx.modern else self.session.log_level
+        if ctx.id not in self.inflight or not level_allows(threshold, level):
+            return []
+        return [Send(jsonrpc.notification("notifications/message",
+                                          {"level": level, "logger": logger, "data": data}))]
+
+    def reload(self, config: Config) -> list[Action]:
+        self.config = config
+        actions: list[Action] = [Stderr(f"mcpwrap: reloaded {config.path}: {len(config.tools)} tool(s)")]
+        if self.session.open:
+            actions.append(Send(jsonrpc.notification("notifications/tools/list_changed", {})))
+        actions += [Send(modern.tagged("notifications/tools/list_changed", listen_id))
+                    for listen_id, honoured in self.listens.items() if honoured.get("toolsListChanged")]
+        return actions
+
+    def shutdown(self) -> list[Action]:
+        """End every listen stream: the cancellation first, then the listen result."""
+        actions: list[Action] = []
+        for listen_id in list(self.listens):
+            del self.listens[listen_id]
+            cancel = modern.tagged("notifications/cancelled", listen_id,
+                                   {"requestId": listen_id, "reason": "server shutting down"})
+            result = {"_meta": {modern.SUBSCRIPTION_KEY: listen_id}}
+            actions += [Send(cancel), Send(jsonrpc.response(listen_id, modern.stamp(result, self.config)))]
+        return actions
+
+    # --- notifications ------------------------------------------------------------------
+    def _notification(self, note: Notification) -> list[Action]:
+        if note.method == "notifications/initialized":
+            self.session.event(note.method)
+        elif note.method == "notifications/cancelled":
+            request_id = note.params.get("requestId")
+            if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+                return []
+            if self.listens.pop(request_id, None) is not None:
+                return []
+            if self.inflight.pop(request_id, None) is not None:
+                for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
+                    del self.asks[key]
+                return [CancelCall(request_id), *self._drop_from_batch(request_id)]
+        return []
+
+    # --- rendering ----------------------------------------------------------------------
+    def _render(self, ctx: Context, result: ToolResult) -> dict[str, Any]:
+        return render_result(result, ctx.rev)
+
+    def _reply(self, ctx: Context, result: dict[str, Any]) -> Send:
+        if ctx.modern:
+            result = modern.stamp(result, self.config)
+        return Send(jsonrpc.response(ctx.id, result))
+
+    def reply(self, ctx: Context, result: dict[str, Any]) -> Send:
+        return self._reply(ctx, result)
+
+    def _error_message(self, request_id: RequestId | None, error: ProtocolError, rev: Revision) -> dict[str, Any]:
+        if error.code not in rev.error_codes:
+            error = ProtocolError(-32603, error.message)
+        message: dict[str, Any] = {"jsonrpc": "2.0"}
+        if request_id is not None:
+            message["id"] = request_id
+        elif not rev.has("error.id_optional"):
+            message["id"] = None          # JSON-RPC 2.0's form; these revisions define none of their own
+        message["error"] = error.to_json()
+        return message
+
+    def error(self, ctx: Context, error: ProtocolError) -> Send:
+        return Send(self._error_message(ctx.id, error, ctx.rev))
+
+    # --- tasks (store I/O happens in the driver) ----------------------------------------
+    def _task_request(self, ctx: Context) -> list[Action]:
+        task_id = ctx.params.get("taskId")
+        if ctx.method in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/update"):
+            if not isinstance(task_id, str):
+                raise invalid_params(f"{ctx.method} needs a string 'taskId'")
+            if ctx.method == "tasks/result":
+                self.inflight[ctx.id] = ctx
+            return [TaskOp(ctx, ctx.method.split("/")[1], task_id=task_id)]
+        cursor = ctx.params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise invalid_params("Invalid cursor")
+        return [TaskOp(ctx, "list", cursor=cursor)]
+
+
+def _needs_tasks_extension(why: str = "this method belongs to the tasks extension") -> ProtocolError:
+    return ProtocolError(-32021, f"{why}; declare the {TASKS_EXTENSION} extension in clientCapabilities",
+                         {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}})
+
+
+def _progress_token(params: Mapping[str, Any]) -> str | int | None:
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
+

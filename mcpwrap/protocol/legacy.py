@@ -1,0 +1,91 @@
+"""The legacy handshake session (2024-11-05 .. 2025-11-25) as an explicit transition table.
+
+One stdio process holds at most one legacy session. `initialize` negotiates
+the revision (a result, never an error); `notifications/initialized` opens
+the session for server-initiated notifications. A second `initialize` is an
+error, not a reset.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpwrap import __version__
+from mcpwrap.config import Config
+from mcpwrap.protocol.revisions import LATEST_LEGACY, Revision, negotiate
+from mcpwrap.protocol.tools import ProtocolError
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+DEFAULT_LOG_LEVEL = "warning"    # until logging/setLevel: tool stderr (info) is not forwarded
+
+
+class State(enum.Enum):
+    NEW = "new"                       # nothing but initialize and ping
+    INITIALIZING = "initializing"     # answered initialize; no notifications until initialized
+    READY = "ready"
+
+
+# (state, event) -> next state. An event missing here leaves the state alone.
+TRANSITIONS: dict[tuple[State, str], State] = {
+    (State.NEW, "initialize"): State.INITIALIZING,
+    (State.INITIALIZING, "notifications/initialized"): State.READY,
+}
+# (state, method) pairs that are refused, with the reason.
+REFUSED: dict[State, tuple[frozenset[str], str]] = {
+    State.NEW: (frozenset({"initialize", "ping"}), "not initialized: send initialize first"),
+    State.INITIALIZING: (frozenset(), "already initialized: a second initialize is not allowed"),
+    State.READY: (frozenset(), "already initialized: a second initialize is not allowed"),
+}
+
+
+@dataclass
+class LegacySession:
+    state: State = State.NEW
+    rev: Revision = LATEST_LEGACY
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    log_level: str = DEFAULT_LOG_LEVEL
+
+    def admit(self, method: str) -> None:
+        """Raise the legacy error for a request this state does not take."""
+        allowed, reason = REFUSED[self.state]
+        refused = method not in allowed if self.state is State.NEW else method == "initialize"
+        if refused:
+            raise ProtocolError(-32600, reason)
+
+    def event(self, name: str) -> None:
+        self.state = TRANSITIONS.get((self.state, name), self.state)
+
+    @property
+    def open(self) -> bool:
+        """Whether server-initiated notifications (other than logs) may be sent."""
+        return self.state is State.READY
+
+    def initialize(self, params: dict[str, Any], config: Config,
+                   capabilities: Callable[[Revision], dict[str, Any]]) -> dict[str, Any]:
+        self.rev = negotiate(params.get("protocolVersion"))
+        caps = params.get("capabilities")
+        self.client_capabilities = caps if isinstance(caps, dict) else {}
+        self.event("initialize")
+        info: dict[str, Any] = {"name": config.name, "version": config.version}
+        if self.rev.has("implementation.title"):
+            info["title"] = config.name
+        if self.rev.has("implementation.description"):
+            info["description"] = f"served by mcpwrap {__version__}"
+        result: dict[str, Any] = {"protocolVersion": self.rev.version, "capabilities": capabilities(self.rev),
+                                  "serverInfo": info}
+        if config.instructions:
+            result["instructions"] = config.instructions
+        return result
+
+    def set_level(self, params: dict[str, Any]) -> None:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise ProtocolError(-32602, f"logging/setLevel needs a level, one of: {', '.join(LOG_LEVELS)}")
+        self.log_level = level
+
+
+def level_allows(threshold: str | None, level: str) -> bool:
+    return threshold is not None and LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)

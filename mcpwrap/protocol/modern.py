@@ -1,0 +1,97 @@
+"""2026-07-28 requests: per-request `_meta` checks, discover, result stamping, listens.
+
+Nothing here remembers a client between requests: capabilities, log level and
+progress token come from the request being served. The only state is the set
+of open `subscriptions/listen` streams, keyed by the listen request's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcpwrap import __version__
+from mcpwrap.config import Config
+from mcpwrap.protocol.legacy import LOG_LEVELS
+from mcpwrap.protocol.revisions import ALL_VERSIONS, MODERN_VERSIONS, REVISIONS, Revision
+from mcpwrap.protocol.tools import ProtocolError
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
+CACHE_TTL_MS = 60_000           # the tools file can change: clients re-check within a minute
+LISTEN_FILTERS = ("toolsListChanged",)   # the only list mcpwrap has that changes
+
+
+def is_modern(params: Mapping[str, Any]) -> bool:
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and VERSION_KEY in meta
+
+
+@dataclass(frozen=True)
+class ModernMeta:
+    rev: Revision
+    capabilities: dict[str, Any]
+    log_level: str | None
+    progress_token: str | int | None
+
+
+def read_meta(params: Mapping[str, Any]) -> ModernMeta:
+    """Check `_meta` in the spec's order: version, then required fields, then optional ones."""
+    meta = params["_meta"]
+    version = meta[VERSION_KEY]
+    if not isinstance(version, str):
+        raise ProtocolError(-32602, f"_meta {VERSION_KEY} must be a string")
+    if version not in MODERN_VERSIONS:
+        raise ProtocolError(-32022, "Unsupported protocol version",
+                            {"supported": list(ALL_VERSIONS), "requested": version})
+    caps = meta.get(CAPABILITIES_KEY)
+    if not isinstance(caps, dict):
+        raise ProtocolError(-32602, f"Missing required _meta field {CAPABILITIES_KEY}"
+                            if caps is None else f"_meta {CAPABILITIES_KEY} must be an object")
+    level = meta.get(LOG_LEVEL_KEY)
+    if level is not None and level not in LOG_LEVELS:
+        raise ProtocolError(-32602, f"_meta {LOG_LEVEL_KEY} must be one of: {', '.join(LOG_LEVELS)}")
+    token = meta.get("progressToken")
+    if token is not None and (isinstance(token, bool) or not isinstance(token, (str, int))):
+        raise ProtocolError(-32602, "_meta progressToken must be a string or an integer")
+    return ModernMeta(REVISIONS[version], caps, level, token)
+
+
+def server_info(config: Config) -> dict[str, Any]:
+    return {"name": config.name, "version": config.version, "title": config.name,
+            "description": f"served by mcpwrap {__version__}"}
+
+
+def stamp(result: dict[str, Any], config: Config, result_type: str = "complete") -> dict[str, Any]:
+    """Every modern result carries resultType and serverInfo in _meta."""
+    meta = dict(result.get("_meta", {}))
+    meta[SERVER_INFO_KEY] = server_info(config)
+    return {**result, "resultType": result_type, "_meta": meta}
+
+
+def cacheable(result: dict[str, Any]) -> dict[str, Any]:
+    return {**result, "ttlMs": CACHE_TTL_MS, "cacheScope": "public"}
+
+
+def discover(config: Config, capabilities: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {"supportedVersions": list(ALL_VERSIONS), "capabilities": capabilities}
+    if config.instructions:
+        result["instructions"] = config.instructions
+    return cacheable(result)
+
+
+def listen_filter(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a listen filter mcpwrap honours (echoed in the acknowledgement)."""
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise ProtocolError(-32602, "subscriptions/listen needs a 'notifications' filter object")
+    return {name: True for name in LISTEN_FILTERS if wanted.get(name) is True}
+
+
+def tagged(method: str, listen_id: str | int, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method,
+            "params": {**(params or {}), "_meta": {SUBSCRIPTION_KEY: listen_id}}}

@@ -1,0 +1,91 @@
+"""What each MCP revision has, as data: features, served methods, error codes.
+
+Handlers ask `rev.has("tool.title")` or `method in rev.methods`; no code
+outside this module compares version strings. Feature names are the wire
+field or behaviour they gate, so a grep for one finds both table and use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+MODERN_VERSIONS = ("2026-07-28",)
+
+# feature -> first revision that has it (all later revisions keep it).
+_FIRST: dict[str, str] = {
+    "tool.annotations": "2025-03-26",
+    "content.audio": "2025-03-26",
+    "progress.message": "2025-03-26",
+    "capability.completions": "2025-03-26",
+    "tool.title": "2025-06-18",
+    "tool.outputSchema": "2025-06-18",
+    "result.structuredContent": "2025-06-18",
+    "content.resource_link": "2025-06-18",
+    "implementation.title": "2025-06-18",
+    "elicitation": "2025-06-18",
+    "elicitation.defaults": "2025-11-25",
+    "elicitation.multiselect": "2025-11-25",
+    "implementation.description": "2025-11-25",
+    "error.id_optional": "2025-11-25",
+    "invalid_arguments.as_result": "2025-11-25",
+    "modern": "2026-07-28",
+    "structured.any_json": "2026-07-28",
+}
+# features a later revision dropped: feature -> (first, last)
+_RANGES: dict[str, tuple[str, str]] = {
+    "jsonrpc.batch": ("2025-03-26", "2025-03-26"),
+    "tasks.core": ("2025-11-25", "2025-11-25"),
+    "tool.execution": ("2025-11-25", "2025-11-25"),
+    "elicitation.server_request": ("2025-06-18", "2025-11-25"),
+    "legacy": ("2024-11-05", "2025-11-25"),
+}
+
+LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "logging/setLevel"})
+CORE_TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
+MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
+EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+# JSON-RPC error codes mcpwrap may send, per era (2026 adds -32020..-32022, drops -32002/-32042).
+_BASE_CODES = frozenset({-32700, -32600, -32601, -32602, -32603})
+LEGACY_CODES = _BASE_CODES
+MODERN_CODES = _BASE_CODES | {-32021, -32022}
+
+
+@dataclass(frozen=True)
+class Revision:
+    version: str
+    features: frozenset[str]
+    methods: frozenset[str]
+    error_codes: frozenset[int]
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+    @property
+    def modern(self) -> bool:
+        return "modern" in self.features
+
+
+def _build(version: str) -> Revision:
+    features = {f for f, first in _FIRST.items() if version >= first}
+    features -= {f for f in _RANGES}
+    features |= {f for f, (first, last) in _RANGES.items() if first <= version <= last}
+    modern = "modern" in features
+    methods = MODERN_METHODS if modern else LEGACY_METHODS | (
+        CORE_TASK_METHODS if "tasks.core" in features else frozenset())
+    return Revision(version, frozenset(features), methods, MODERN_CODES if modern else LEGACY_CODES)
+
+
+REVISIONS: dict[str, Revision] = {v: _build(v) for v in LEGACY_VERSIONS + MODERN_VERSIONS}
+LATEST_LEGACY = REVISIONS[LEGACY_VERSIONS[-1]]
+MODERN = REVISIONS[MODERN_VERSIONS[-1]]
+ALL_VERSIONS = sorted(REVISIONS, reverse=True)
+
+
+def negotiate(requested: object) -> Revision:
+    """Legacy initialize: echo a supported version, else offer our latest legacy one."""
+    if isinstance(requested, str) and requested in LEGACY_VERSIONS:
+        return REVISIONS[requested]
+    return LATEST_LEGACY

@@ -1,0 +1,135 @@
+"""Era-independent tools decisions: listing pages, preparing calls, rendering results.
+
+Everything is rendered "conservatively, field by field": a peer gets only the
+fields and block types its revision defines, and a block it lacks is turned
+into the nearest form it has (a text note), never sent as-is.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcpwrap.config import Config, Tool
+from mcpwrap.protocol.revisions import Revision
+from mcpwrap.result import (NO_STRUCTURED, Block, Media, ResourceLink, Text, ToolResult,
+                            block_to_json)
+
+PAGE_SIZE = 500
+TASK_SUPPORT = {"optional": "optional", "always": "required"}
+
+
+class ProtocolError(Exception):
+    """A JSON-RPC error decided by the core; `code` is checked against the revision."""
+
+    def __init__(self, code: int, message: str, data: Any = None, diagnostic: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data = code, message, data
+        self.diagnostic = diagnostic      # for stderr only: the wire message stays generic
+
+    def to_json(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+def invalid_params(message: str) -> ProtocolError:
+    return ProtocolError(-32602, message)
+
+
+def _object_schema(schema: Mapping[str, Any] | None) -> bool:
+    return schema is not None and schema.get("type") == "object"
+
+
+def render_tool(tool: Tool, rev: Revision) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.title and rev.has("tool.title"):
+        out["title"] = tool.title
+    if tool.description:
+        out["description"] = tool.description
+    out["inputSchema"] = tool.input_schema
+    if tool.output_schema is not None and rev.has("tool.outputSchema") and (
+            rev.has("structured.any_json") or _object_schema(tool.output_schema)):
+        out["outputSchema"] = dict(tool.output_schema)
+    if tool.annotations and rev.has("tool.annotations"):
+        out["annotations"] = dict(tool.annotations)
+    if tool.task in TASK_SUPPORT and rev.has("tool.execution"):
+        out["execution"] = {"taskSupport": TASK_SUPPORT[tool.task]}
+    return out
+
+
+def encode_cursor(offset: int, config: Config) -> str:
+    return base64.urlsafe_b64encode(f"1:{offset}:{config.digest[:16]}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: Any, config: Config) -> int:
+    """The offset a cursor names; -32602 for anything we did not mint for this tools file."""
+    if not isinstance(cursor, str) or len(cursor) > 128:
+        raise invalid_params("Invalid cursor")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        version, offset_text, digest = text.split(":")
+        offset = int(offset_text)
+    except (ValueError, UnicodeDecodeError, binascii.Error):
+        raise invalid_params("Invalid cursor") from None
+    if version != "1" or not 0 < offset < len(config.tools) or digest != config.digest[:16]:
+        raise invalid_params("Invalid cursor: it does not belong to the current tools list; list again from the start")
+    return offset
+
+
+def list_page(config: Config, rev: Revision, cursor: Any, page_size: int = PAGE_SIZE) -> dict[str, Any]:
+    offset = 0 if cursor is None else decode_cursor(cursor, config)
+    tools = config.tools[offset:offset + page_size]
+    result: dict[str, Any] = {"tools": [render_tool(t, rev) for t in tools]}
+    if offset + page_size < len(config.tools):
+        result["nextCursor"] = encode_cursor(offset + page_size, config)
+    return result
+
+
+@dataclass(frozen=True)
+class CallRequest:
+    tool: Tool
+    arguments: dict[str, Any]
+
+
+def parse_call(config: Config, params: Mapping[str, Any]) -> CallRequest:
+    """Name and argument shape; schema validation is a separate step (its outcome differs per revision)."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise invalid_params("tools/call needs a string 'name'")
+    tool = config.tool(name)
+    if tool is None:
+        raise invalid_params(f"Unknown tool: {name}")
+    arguments = params.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise invalid_params("tools/call 'arguments' must be an object")
+    return CallRequest(tool, arguments)
+
+
+def _down_convert(block: Block, rev: Revision) -> Block:
+    if isinstance(block, Media) and block.kind == "audio" and not rev.has("content.audio"):
+        size = len(block.data) * 3 // 4
+        return Text(f"[audio output ({block.mime_type}, about {size} bytes) omitted: "
+                    f"protocol revision {rev.version} cannot carry audio]")
+    if isinstance(block, ResourceLink) and not rev.has("content.resource_link"):
+        label = block.title or block.name
+        return Text(f"[resource link] {label}: {block.uri}"
+                    + (f" ({block.mime_type})" if block.mime_type else "")
+                    + (f" - {block.description}" if block.description else ""))
+    return block
+
+
+def render_result(result: ToolResult, rev: Revision) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": [block_to_json(_down_convert(b, rev)) for b in result.content]}
+    structured = result.structured
+    if structured is not NO_STRUCTURED and rev.has("result.structuredContent") and (
+            rev.has("structured.any_json") or isinstance(structured, dict)):
+        out["structuredContent"] = structured
+    out["isError"] = result.is_error
+    return out

@@ -1,0 +1,325 @@
+"""Signed MRTR ``requestState`` and the shared secret file it is keyed from.
+
+Contract:
+
+* Token: ``"v1." + B64(payload) + "." + B64(HMAC-SHA256(key, "v1." + B64(payload)))``
+  where B64 is base64url without padding and payload is the canonical JSON
+  (orjson, sorted keys) of the caller's claims plus ``exp`` (expiry, seconds
+  since the epoch) and a random ``nonce``. :func:`seal` makes one,
+  :func:`unseal` checks one. The token is attacker-controlled input: ``unseal``
+  parses strictly (canonical base64 only, so no two strings verify as the same
+  token), compares MACs in constant time, and raises nothing but
+  :class:`StateError`, whose ``str()`` is generic and whose ``.reason`` is the
+  diagnostic for stderr.
+* Secret file (one per user, shared by every mcpwrap process so a retry may
+  reach any of them), mode 0600, owned by the user::
+
+      {"format": 1, "current": "<b64 32 bytes>",
+       "previous": [{"key": "<b64>", "retired_at": <epoch seconds>}, ...]}
+
+  Creation is race-safe (O_EXCL temp file + ``os.link``: the first writer
+  wins, the others load its file, a partial file is never visible); rotation
+  is serialised by ``flock`` on ``PATH.lock`` and replaces the file
+  atomically. A previous key verifies for :data:`ROTATION_GRACE_S` after it
+  was retired. Every refusal is a :class:`SecretFileError` naming the path
+  and the fix.
+
+Nothing here reads a clock: ``now`` is always passed in.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fcntl
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import shlex
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import platformdirs
+
+DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
+ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long
+MIN_KEY_BYTES = 32  # HMAC-SHA256 gains nothing from more, loses strength with less
+MAX_TOKEN_CHARS = 64 * 1024  # longer requestStates are refused before any decoding
+_FORMAT = 1
+_KEY_BYTES = 32
+_MAX_SECRET_FILE_BYTES = 64 * 1024
+_PREFIX = "v1."
+_B64URL = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class SecretFileError(Exception):
+    """The secret file is missing or unsafe; the message names the path and the fix."""
+
+
+class StateError(Exception):
+    """A requestState failed; str() is generic (for the client), ``.reason`` is for stderr."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("invalid or expired requestState")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """The signing key plus retired keys still accepted for verification."""
+
+    current: bytes = field(repr=False)
+    previous: tuple[tuple[bytes, float], ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        for key in (self.current, *(k for k, _ in self.previous)):
+            if len(key) < MIN_KEY_BYTES:
+                raise ValueError(f"signing key shorter than {MIN_KEY_BYTES} bytes")
+
+    def verifying_keys(self, now: float) -> tuple[bytes, ...]:
+        """Current key first, then previous keys still inside the grace window."""
+        live = (k for k, retired in self.previous if retired + ROTATION_GRACE_S >= now)
+        return (self.current, *live)
+
+
+def default_secret_path() -> Path:
+    return platformdirs.user_config_path("mcpwrap") / "secret"
+
+
+# --- the secret file -------------------------------------------------------
+
+
+def _init_cmd(path: Path) -> str:
+    """The command that creates ``path`` (naming it only when it is not the default)."""
+    custom = "" if path == default_secret_path() else f" --secret-file {shlex.quote(str(path))}"
+    return "mcpwrap secret init" + custom
+
+
+def _refuse(path: Path, problem: str, fix: str = "") -> SecretFileError:
+    """One sentence: what is wrong with which file, then the command that fixes it."""
+    fix = fix or f"remove it and run: {_init_cmd(path)}"
+    return SecretFileError(f"secret file {path} {problem}; {fix}")
+
+
+def _fix_dir(path: Path) -> str:
+    return f"check that {path.parent} is a directory you can write"
+
+
+def _key(text: object, path: Path) -> bytes:
+    try:
+        key = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+    except binascii.Error:
+        key = b""
+    if len(key) < MIN_KEY_BYTES:
+        raise _refuse(path, f"holds a missing, malformed or short key (need {MIN_KEY_BYTES} bytes)")
+    return key
+
+
+def _parse(raw: bytes, path: Path, now: float) -> Keyring:
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+        raise _refuse(path, f"is not a format-{_FORMAT} mcpwrap secret (unparsable content)")
+    previous: list[tuple[bytes, float]] = []
+    entries = doc.get("previous", [])
+    for entry in entries if isinstance(entries, list) else [None]:
+        retired = entry.get("retired_at") if isinstance(entry, dict) else None
+        if not isinstance(retired, (int, float)) or isinstance(retired, bool):
+            raise _refuse(path, "has a malformed 'previous' entry")
+        key = _key(entry.get("key"), path)
+        if retired + ROTATION_GRACE_S >= now:  # older keys are simply forgotten
+            previous.append((key, float(retired)))
+    return Keyring(_key(doc.get("current"), path), tuple(previous))
+
+
+def load_secret(path: Path, now: float) -> Keyring:
+    """Read and vet the secret file; checks are on the opened fd (no check/use race)."""
+    try:
+        # O_NONBLOCK: a FIFO planted at the path must not hang the server.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise _refuse(path, "does not exist", "run: " + _init_cmd(path)) from None
+    except OSError as exc:
+        fix = "check the permissions of the file and its directory"
+        raise _refuse(path, f"cannot be opened ({exc.strerror})", fix) from None
+    try:
+        st = os.fstat(fd)
+        mode = stat.S_IMODE(st.st_mode)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(path, "is not a regular file")
+        if st.st_uid != os.getuid():
+            raise _refuse(path, f"is owned by uid {st.st_uid}, not by you (uid {os.getuid()})")
+        if mode & 0o077:
+            fix = f"run: chmod 600 {shlex.quote(str(path))}"
+            raise _refuse(path, f"is accessible by group or others (mode {mode:04o})", fix)
+        raw = os.read(fd, _MAX_SECRET_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > _MAX_SECRET_FILE_BYTES:
+        raise _refuse(path, "is too large to be an mcpwrap secret")
+    return _parse(raw, path, now)
+
+
+def _render(keyring: Keyring) -> bytes:
+    b64 = base64.b64encode
+    previous = [{"key": b64(k).decode(), "retired_at": t} for k, t in keyring.previous]
+    doc = {"format": _FORMAT, "current": b64(keyring.current).decode(), "previous": previous}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    """A fully written, fsynced 0600 file next to ``path``, ready to link or rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask, the owner must be able to read it
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(data)
+        os.fsync(fd)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(fd)
+    return tmp
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _create(path: Path) -> bool:
+    """Publish a new secret unless one exists; True if this call's secret won."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = _write_temp(path, _render(Keyring(secrets.token_bytes(_KEY_BYTES))))
+        try:
+            os.link(tmp, path)  # atomic and exclusive: exactly one creator wins
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(path.parent)
+        return True
+    except OSError as exc:
+        raise _refuse(path, f"cannot be created ({exc.strerror})", _fix_dir(path)) from None
+
+
+def init_secret(path: Path, now: float) -> tuple[Keyring, bool]:
+    created = not os.path.lexists(path) and _create(path)
+    return load_secret(path, now), created
+
+
+def ensure_secret(path: Path, now: float) -> Keyring:
+    return init_secret(path, now)[0]
+
+
+def rotate_secret(path: Path, now: float) -> Keyring:
+    """Make a new current key; the old one keeps verifying for the grace window."""
+    lock = path.with_name(path.name + ".lock")
+    try:
+        lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise _refuse(path, f"cannot be locked ({exc.strerror})", _fix_dir(path)) from None
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)  # serialise rotations; readers need no lock
+        old = load_secret(path, now)
+        new = Keyring(secrets.token_bytes(_KEY_BYTES), ((old.current, now), *old.previous))
+        try:
+            tmp = _write_temp(path, _render(new))
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            raise _refuse(path, f"cannot be rewritten ({exc.strerror})", _fix_dir(path)) from None
+        return new
+    finally:
+        os.close(lock_fd)  # closing releases the flock
+
+
+# --- tokens ----------------------------------------------------------------
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64url(text: str) -> bytes:
+    """Strict decode: the alphabet only, and only the canonical encoding of its bytes."""
+    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
+        raise StateError("malformed base64")
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if _b64url(data) != text:  # stray low bits in the last char would alias another token
+        raise StateError("non-canonical base64")
+    return data
+
+
+def _mac(key: bytes, signing_input: str) -> bytes:
+    return hmac.new(key, signing_input.encode("ascii"), hashlib.sha256).digest()
+
+
+def digest(value: Any) -> str:
+    """SHA-256 of canonical JSON, so equal arguments bind equally whatever the key order."""
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def seal(
+    keyring: Keyring, claims: Mapping[str, Any], now: float, ttl_s: float = DEFAULT_STATE_TTL_S
+) -> str:
+    """Sign ``claims`` for ``ttl_s`` seconds; 'exp' and 'nonce' are reserved."""
+    if "exp" in claims or "nonce" in claims:
+        raise ValueError("'exp' and 'nonce' are reserved requestState claims")
+    payload = {**claims, "exp": now + ttl_s, "nonce": secrets.token_urlsafe(16)}
+    signing_input = _PREFIX + _b64url(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS))
+    token = signing_input + "." + _b64url(_mac(keyring.current, signing_input))
+    if len(token) > MAX_TOKEN_CHARS:
+        raise ValueError(f"requestState of {len(token)} chars exceeds {MAX_TOKEN_CHARS}")
+    return token
+
+
+def _unseal(keyring: Keyring, token: str, now: float) -> dict[str, Any]:
+    if not isinstance(token, str):
+        raise StateError("requestState is not a string")
+    if len(token) > MAX_TOKEN_CHARS:
+        raise StateError(f"requestState longer than {MAX_TOKEN_CHARS} chars")
+    parts = token.split(".")
+    if len(parts) != 3 or parts[0] + "." != _PREFIX:
+        raise StateError("not a v1 requestState (VERSION.PAYLOAD.MAC)")
+    _, payload_b64, mac_b64 = parts
+    payload_raw, mac = _unb64url(payload_b64), _unb64url(mac_b64)
+    signing_input = _PREFIX + payload_b64
+    # Try every key, no early exit: how many keys exist is public, which one matched is not.
+    keys = keyring.verifying_keys(now)
+    if not any([hmac.compare_digest(_mac(key, signing_input), mac) for key in keys]):
+        raise StateError("bad signature (tampered, or signed with another or expired key)")
+    try:
+        payload = orjson.loads(payload_raw)
+    except orjson.JSONDecodeError:
+        raise StateError("signed payload is not JSON") from None
+    exp = payload.get("exp") if isinstance(payload, dict) else None
+    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or "nonce" not in payload:
+        raise StateError("signed payload lacks exp/nonce")
+    if not exp > now:
+        raise StateError(f"expired {now - exp:.0f}s ago")
+    return {k: v for k, v in payload.items() if k not in ("exp", "nonce")}
+
+
+def unseal(keyring: Keyring, token: str, now: float) -> dict[str, Any]:
+    """Verify a token and return its claims; any failure at all is a StateError."""
+    try:
+        return _unseal(keyring, token, now)
+    except StateError:
+        raise
+    except Exception as exc:  # the input is hostile: no other exception may escape
+        raise StateError(f"unexpected {type(exc).__name__} while verifying") from None

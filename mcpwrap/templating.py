@@ -1,0 +1,97 @@
+"""Argv and environment templating: pure, no shell, no I/O.
+
+A placeholder `{name}` fills part of exactly one argv element and is never
+re-parsed; an absent optional argument drops its element; a boolean with
+`flag` becomes that flag or nothing; an array repeats its element once per
+item. A whole-element value that starts with "-" before any "--" is refused,
+so a value can never become an option. `shell` scripts see arguments only as
+`MCP_ARG_<NAME>` environment variables (and all of them as JSON in MCP_ARGS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from mcpwrap.config import PLACEHOLDER, Tool
+
+
+class ArgumentError(ValueError):
+    """Arguments that cannot be turned into a safe argv; nothing ran."""
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return orjson.dumps(value).decode()
+
+
+def _check_value(name: str, text: str) -> None:
+    if "\x00" in text:
+        raise ArgumentError(f"argument '{name}' contains a NUL byte, which no command line can carry")
+
+
+def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
+    """The argv for a `command` tool; raises ArgumentError for an unsafe value."""
+    assert tool.command is not None
+    argv: list[str] = []
+    after_separator = False
+    for index, element in enumerate(tool.command):
+        names = [m[1] for m in PLACEHOLDER.finditer(element)]
+        if not names:
+            argv.append(element)
+            after_separator = after_separator or element == "--"
+            continue
+        if any(n not in args for n in names):
+            continue                                   # an absent optional argument drops its element
+        spec = tool.arg(names[0])
+        if spec is not None and spec.flag is not None:
+            if args[names[0]] is True:
+                argv.append(spec.flag)
+            continue
+        array = next((n for n in names if isinstance(args[n], list)), None)
+        items = args[array] if array else [None]
+        for item in items:
+            def fill(match: Any, item: Any = item) -> str:
+                value = item if match[1] == array else args[match[1]]
+                text = _scalar(value)
+                _check_value(match[1], text)
+                return text
+            produced = PLACEHOLDER.sub(fill, element)
+            whole = element.startswith("{") and element.endswith("}") and len(names) == 1
+            if whole and produced.startswith("-") and not after_separator and index > 0:
+                raise ArgumentError(
+                    f"argument '{names[0]}' starts with '-' and would be read as an option; "
+                    "the tools file can put \"--\" before it to allow such values")
+            argv.append(produced)
+    return argv
+
+
+def build_env(tool: Tool, args: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
+    """Inherited environment + the tool's env + (for shell tools) MCP_ARG_* and MCP_ARGS."""
+    env = {**base, **tool.env}
+    if tool.shell is not None:
+        for spec in tool.args:
+            if spec.name in args:
+                text = _scalar(args[spec.name]) if not isinstance(args[spec.name], (list, dict)) \
+                    else orjson.dumps(args[spec.name]).decode()
+                _check_value(spec.name, text)
+                env[spec.env_name] = text
+            else:
+                env.pop(spec.env_name, None)
+        env["MCP_ARGS"] = orjson.dumps(dict(args)).decode()
+    return env
+
+
+def with_defaults(tool: Tool, args: Mapping[str, Any]) -> dict[str, Any]:
+    filled = dict(args)
+    for spec in tool.args:
+        if spec.name not in filled and "default" in spec.schema:
+            filled[spec.name] = spec.schema["default"]
+    return filled
