@@ -75,6 +75,17 @@ def build_app() -> Any:
         raise SystemExit(serve_command(file, state_dir, secret_file, log_level, watch))
 
     @app.command()
+    def init(file: Path = typer.Argument(Path("tools.toml"), help="Where to write the starter tools file."),
+             force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
+        """Write a commented starter tools file that demonstrates each major feature."""
+        from importlib.resources import files
+
+        if file.exists() and not force:
+            _fail(f"{file} already exists; use --force to overwrite it", EXIT_USAGE)
+        file.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
+        print(f"wrote {file}; next: mcpwrap check {file} && mcpwrap call {file} greet --arg name=you")  # stdout-ok
+
+    @app.command()
     def check(file: Path = file_arg) -> None:
         """Validate a tools file; problems are printed as FILE:LINE:COL: message."""
         config = _load(file)

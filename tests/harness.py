@@ -1,0 +1,163 @@
+"""A real `mcpwrap serve` over pipes, with every message it writes schema-checked.
+
+`Server` remembers which request each id was (method, era) and the legacy
+revision negotiated by `initialize`, and validates each message it reads
+against the official schema of the revision in force for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests import mcpschema
+
+MODERN = "2026-07-28"
+
+
+def modern_meta(caps: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": caps or {},
+            "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"}, **extra}
+
+
+def mcpwrap_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mcpwrap", *args]
+
+
+class Server:
+    def __init__(self, tools: Path, tmp: Path, *extra: str, env: dict[str, str] | None = None,
+                 secret: Path | None = None, state: Path | None = None) -> None:
+        self.secret = secret or tmp / "secret"
+        self.state = state or tmp / "state"
+        self.proc = subprocess.Popen(
+            mcpwrap_cmd("serve", str(tools), "--secret-file", str(self.secret), "--state-dir", str(self.state), *extra),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {})}, start_new_session=True)
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
+        self.stderr: list[str] = []
+        self.pending: dict[Any, tuple[str, str]] = {}      # id -> (method, revision)
+        self.rev: str | None = None
+        self.next_id = 1000
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_err, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _pump_err(self) -> None:
+        assert self.proc.stderr
+        for line in self.proc.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    # --- writing ------------------------------------------------------------------------
+    def raw(self, data: bytes) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message: dict[str, Any]) -> None:
+        if "id" in message and "method" in message:
+            params = message.get("params") or {}
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            modern = isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta \
+                and message["method"] != "initialize"
+            self.pending[message["id"]] = (message["method"], MODERN if modern else (self.rev or "2025-11-25"))
+        self.raw(json.dumps(message).encode() + b"\n")
+
+    def request(self, method: str, params: dict[str, Any] | None = None, id: Any = None) -> Any:
+        if id is None:
+            self.next_id += 1
+            id = self.next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return id
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
+
+    # --- reading ------------------------------------------------------------------------
+    def read(self, timeout: float = 10.0) -> dict[str, Any] | list[Any]:
+        line = self.lines.get(timeout=timeout)
+        assert line is not None, "server closed stdout; stderr:\n" + "".join(self.stderr)
+        message = json.loads(line)
+        self._validate(message)
+        return message
+
+    def _validate(self, message: Any) -> None:
+        if isinstance(message, list):
+            for item in message:
+                self._validate(item)
+            return
+        method, rev = self.pending.get(message.get("id"), (None, self.rev or "2025-11-25"))
+        if "method" in message:
+            meta = (message.get("params") or {}).get("_meta") or {}
+            rev = MODERN if "io.modelcontextprotocol/subscriptionId" in meta else (self.rev or "2025-11-25")
+            if message["method"] in ("notifications/progress", "notifications/message", "notifications/cancelled"):
+                rev = self._notification_rev(message)
+        elif method == "initialize" and "result" in message:
+            self.rev = message["result"]["protocolVersion"]
+            rev = self.rev
+        mcpschema.check(rev, message, method)
+
+    def _notification_rev(self, message: dict[str, Any]) -> str:
+        params = message.get("params") or {}
+        related = params.get("progressToken", params.get("requestId"))
+        for request_id, (_, rev) in self.pending.items():
+            if related == request_id or related == f"p{request_id}":
+                return rev
+        return self.rev or MODERN
+
+    def response(self, id: Any, timeout: float = 10.0, notes: list[Any] | None = None) -> dict[str, Any]:
+        """Read until the response for `id`; other messages are kept in `notes`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.read(max(0.01, deadline - time.monotonic()))
+            if isinstance(message, dict) and message.get("id") == id and "method" not in message:
+                return message
+            if notes is not None:
+                notes.append(message)
+
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> dict[str, Any]:
+        return self.response(self.request(method, params), timeout)
+
+    def initialize(self, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+        answer = self.call("initialize", {"protocolVersion": version, "capabilities": capabilities or {},
+                                          "clientInfo": {"name": "tests", "version": "1"}})
+        self.notify("notifications/initialized")
+        return answer
+
+    def no_message(self, wait: float = 0.3) -> None:
+        try:
+            line = self.lines.get(timeout=wait)
+        except queue.Empty:
+            return
+        raise AssertionError(f"unexpected message: {line!r}")
+
+    def close(self, timeout: float = 5.0) -> int:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,205 @@
+"""The protocol core in memory: messages in, actions out, no process, no event loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from mcpwrap import config, jsonrpc, signing
+from mcpwrap.protocol.core import CancelCall, Core, Send, StartCall, StartTimer
+from mcpwrap.result import Text, ToolResult
+from tests import mcpschema
+from tests.harness import modern_meta
+
+TOOLS = b"""
+[server]
+name = "core"
+[tools.echo]
+command = ["echo", "{msg}"]
+args.msg = { type = "string" }
+[tools.deploy]
+command = ["echo", "deploying", "{target}"]
+confirm = "Deploy to {target}?"
+args.target = { type = "string", enum = ["staging", "prod"] }
+[tools.ask]
+command = ["echo", "{name}", "{count}"]
+args.name = { type = "string", elicit = true, description = "who" }
+args.count = { type = "integer", default = 1, elicit = true }
+"""
+KEYRING = signing.Keyring(b"k" * 32)
+
+
+def make_core(now: float = 1000.0, **kwargs: Any) -> Core:
+    cfg = config.loads(TOOLS, Path("/tmp/core.toml"))
+    clock = {"now": now}
+    core = Core(cfg, lambda: KEYRING, lambda: clock["now"], **kwargs)
+    core.test_clock = clock  # type: ignore[attr-defined]
+    return core
+
+
+def feed(core: Core, message: dict[str, Any] | bytes) -> list[Any]:
+    raw = message if isinstance(message, bytes) else orjson.dumps(message)
+    return core.receive(jsonrpc.decode(raw))
+
+
+def sent(actions: list[Any]) -> list[Any]:
+    return [a.message for a in actions if isinstance(a, Send)]
+
+
+def request(id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": method, **({"params": params} if params is not None else {})}
+
+
+def init(core: Core, version: str = "2025-11-25", caps: dict[str, Any] | None = None) -> None:
+    out = sent(feed(core, request(0, "initialize", {"protocolVersion": version, "capabilities": caps or {},
+                                                      "clientInfo": {"name": "t", "version": "1"}})))
+    mcpschema.check(version, out[0], "initialize")
+    feed(core, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+def test_handshake_and_call_per_revision(version: str) -> None:
+    core = make_core()
+    init(core, version)
+    actions = feed(core, request(1, "tools/call", {"name": "echo", "arguments": {"msg": "hi"}}))
+    start = next(a for a in actions if isinstance(a, StartCall))
+    assert start.arguments == {"msg": "hi"} and start.tool.name == "echo"
+    done = sent(core.call_done(start.ctx, ToolResult((Text("hi\n"),))))
+    mcpschema.check(version, done[0], "tools/call")
+    assert done[0]["result"]["content"] == [{"type": "text", "text": "hi\n"}]
+
+
+def test_cancel_suppresses_response() -> None:
+    core = make_core()
+    init(core)
+    start = feed(core, request(5, "tools/call", {"name": "echo", "arguments": {"msg": "x"}}))[0]
+    actions = feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
+    assert actions == [CancelCall(5)]
+    assert core.call_done(start.ctx, ToolResult((Text(""),))) == []
+    assert feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}) == []
+
+
+def test_initialize_is_never_in_flight() -> None:
+    core = make_core()
+    feed(core, request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                         "clientInfo": {"name": "t", "version": "1"}}))
+    assert feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}) == []
+
+
+def test_modern_confirm_round_trip_and_tampering() -> None:
+    core = make_core()
+    caps = {"elicitation": {}}
+    params = {"_meta": modern_meta(caps), "name": "deploy", "arguments": {"target": "prod"}}
+    first = sent(feed(core, request(1, "tools/call", params)))[0]
+    mcpschema.check("2026-07-28", first, "tools/call")
+    result = first["result"]
+    assert result["resultType"] == "input_required"
+    question = result["inputRequests"]["confirm"]
+    assert question["method"] == "elicitation/create" and "prod" in question["params"]["message"]
+    state = result["requestState"]
+    # No answer yet: asked again, not an error.
+    again = sent(feed(core, request(2, "tools/call", {**params, "requestState": state})))[0]
+    assert again["result"]["resultType"] == "input_required"
+    # Tampered state, other arguments, other tool: -32602 and nothing starts.
+    for bad in ({**params, "requestState": state[:-2] + ("A" if state[-2] != "A" else "B") + state[-1]},
+                {**params, "arguments": {"target": "staging"}, "requestState": state},
+                {**params, "name": "echo", "arguments": {"msg": "x"}, "requestState": state}):
+        actions = feed(core, request(3, "tools/call", {**bad, "inputResponses": {"confirm": {"action": "accept"}}}))
+        assert not any(isinstance(a, StartCall) for a in actions)
+        assert sent(actions)[0]["error"]["code"] == -32602
+    declined = sent(feed(core, request(4, "tools/call", {**params, "requestState": state,
+                                                           "inputResponses": {"confirm": {"action": "decline"}}})))[0]
+    assert declined["result"]["isError"] is True and "declined" in declined["result"]["content"][0]["text"]
+    accepted = feed(core, request(5, "tools/call", {**params, "requestState": state,
+                                                    "inputResponses": {"confirm": {"action": "accept"}, "extra": 1}}))
+    assert isinstance(accepted[0], StartCall) and accepted[0].arguments == {"target": "prod"}
+
+
+def test_modern_state_expires() -> None:
+    core = make_core()
+    params = {"_meta": modern_meta({"elicitation": {}}), "name": "deploy", "arguments": {"target": "prod"}}
+    state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
+    core.test_clock["now"] += signing.DEFAULT_STATE_TTL_S + 1  # type: ignore[attr-defined]
+    out = sent(feed(core, request(2, "tools/call", {**params, "requestState": state,
+                                                    "inputResponses": {"confirm": {"action": "accept"}}})))
+    assert out[0]["error"]["code"] == -32602
+
+
+def test_modern_without_elicitation_is_32021() -> None:
+    core = make_core()
+    out = sent(feed(core, request(1, "tools/call", {"_meta": modern_meta(), "name": "deploy",
+                                                    "arguments": {"target": "prod"}})))[0]
+    mcpschema.check("2026-07-28", out, "tools/call")
+    assert out["error"]["code"] == -32021
+    assert out["error"]["data"] == {"requiredCapabilities": {"elicitation": {}}}
+
+
+def test_modern_elicits_missing_arguments() -> None:
+    core = make_core()
+    params = {"_meta": modern_meta({"elicitation": {"form": {}}}), "name": "ask", "arguments": {}}
+    first = sent(feed(core, request(1, "tools/call", params)))[0]
+    mcpschema.check("2026-07-28", first, "tools/call")
+    form = first["result"]["inputRequests"]["arguments"]["params"]["requestedSchema"]
+    assert form["properties"]["name"] == {"type": "string", "description": "who"}
+    assert form["properties"]["count"] == {"type": "integer", "default": 1}
+    assert form["required"] == ["name"]
+    retry = {**params, "requestState": first["result"]["requestState"],
+             "inputResponses": {"arguments": {"action": "accept", "content": {"name": "ada", "count": 3}}}}
+    start = feed(core, request(2, "tools/call", retry))[0]
+    assert isinstance(start, StartCall) and start.arguments == {"name": "ada", "count": 3}
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_legacy_elicitation_request(version: str) -> None:
+    core = make_core()
+    init(core, version, {"elicitation": {}})
+    actions = feed(core, request(1, "tools/call", {"name": "deploy", "arguments": {"target": "staging"}}))
+    ask = sent(actions)[0]
+    mcpschema.check(version, ask)
+    assert ask["method"] == "elicitation/create" and any(isinstance(a, StartTimer) for a in actions)
+    answer = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {}}}
+    start = feed(core, answer)[0]
+    assert isinstance(start, StartCall)
+
+
+def test_legacy_elicitation_decline_and_timeout() -> None:
+    core = make_core()
+    init(core, "2025-11-25", {"elicitation": {}})
+    ask = sent(feed(core, request(1, "tools/call", {"name": "deploy", "arguments": {"target": "prod"}})))[0]
+    out = sent(feed(core, {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}}))[0]
+    assert out["id"] == 1 and out["result"]["isError"] is True
+    ask = sent(feed(core, request(2, "tools/call", {"name": "deploy", "arguments": {"target": "prod"}})))[0]
+    out = sent(core.timer(ask["id"]))
+    assert out[0]["method"] == "notifications/cancelled"
+    assert out[1]["id"] == 2 and out[1]["result"]["isError"] is True
+
+
+def test_legacy_without_capability_refuses() -> None:
+    for version, caps in (("2025-03-26", {"elicitation": {}}), ("2025-11-25", {})):
+        core = make_core()
+        init(core, version, caps)
+        out = sent(feed(core, request(1, "tools/call", {"name": "deploy", "arguments": {"target": "prod"}})))[0]
+        assert out["result"]["isError"] is True and "confirmation" in out["result"]["content"][0]["text"]
+
+
+def test_notifications_held_until_initialized() -> None:
+    core = make_core()
+    feed(core, request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                         "clientInfo": {"name": "t", "version": "1"}}))
+    assert sent(core.reload(core.config)) == []
+    feed(core, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert sent(core.reload(core.config))[0]["method"] == "notifications/tools/list_changed"
+
+
+def test_tools_list_pagination() -> None:
+    core = make_core(page_size=2)
+    init(core)
+    first = sent(feed(core, request(1, "tools/list")))[0]["result"]
+    assert [t["name"] for t in first["tools"]] == ["echo", "deploy"]
+    second = sent(feed(core, request(2, "tools/list", {"cursor": first["nextCursor"]})))[0]["result"]
+    assert [t["name"] for t in second["tools"]] == ["ask"] and "nextCursor" not in second
+    for cursor in ("", "garbage", 3, first["nextCursor"] + "x"):
+        assert sent(feed(core, request(3, "tools/list", {"cursor": cursor})))[0]["error"]["code"] == -32602

@@ -1,0 +1,405 @@
+"""Interop: the official Python SDK client (mcp 2.3.0) against a real `mcpwrap serve` process.
+
+Every test spawns the server through the SDK's stdio transport, with its own secret file
+and state dir, and runs under `anyio.run` (trio unless said otherwise) inside `fail_after`.
+Wire evidence comes from `--log-level debug`, which traces each line the server reads
+(`mcpwrap <- ...`) and writes (`mcpwrap -> ...`) on stderr; the SDK's `errlog` puts that
+stderr in a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client import ClientRequestContext
+from mcp.client.stdio import stdio_client
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).parent / "fixtures" / "sdk.toml"
+MODERN = "2026-07-28"
+TOOL_NAMES = ["echo", "status", "slow", "sleeper", "create", "greet"]
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
+
+
+# --- plumbing ---------------------------------------------------------------------------------
+def server_params(tmp_path: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mcpwrap", "serve", str(FIXTURE), "--secret-file", str(tmp_path / "secret"),
+              "--state-dir", str(tmp_path / "state"), *extra],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
+        cwd=str(ROOT))
+
+
+def run(body: Callable[[], Awaitable[None]], timeout: float = 20.0, backend: str = "trio") -> None:
+    async def main() -> None:
+        with anyio.fail_after(timeout):
+            await body()
+    anyio.run(main, backend=backend)
+
+
+class Traced:
+    """A `Client` whose server runs with `--log-level debug`, its stderr kept in a file."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.log_path = tmp_path / "server-stderr.log"
+
+    def client(self, mode: str, **kwargs: Any) -> Client:
+        self.errlog = open(self.log_path, "w")
+        transport = stdio_client(server_params(self.tmp_path, "--log-level", "debug"), errlog=self.errlog)
+        return Client(transport, mode=mode, read_timeout_seconds=10, **kwargs)
+
+    def _messages(self, prefix: str) -> list[dict[str, Any]]:
+        self.errlog.flush()
+        found = []
+        for line in self.log_path.read_text().splitlines():
+            if line.startswith(prefix):
+                message = json.loads(line[len(prefix):])
+                found += message if isinstance(message, list) else [message]
+        return found
+
+    def received(self) -> list[dict[str, Any]]:
+        return self._messages("mcpwrap <- ")
+
+    def sent(self) -> list[dict[str, Any]]:
+        return self._messages("mcpwrap -> ")
+
+    def received_methods(self) -> list[str]:
+        return [m["method"] for m in self.received() if "method" in m]
+
+    def stderr(self) -> str:
+        self.errlog.flush()
+        return self.log_path.read_text()
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose argv contains `marker` as a whole argument."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in argv and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def unique_seconds() -> str:
+    return f"61.{os.getpid()}{random.randrange(10**6):06d}"
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def wait_until(predicate: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        await anyio.sleep(0.02)
+    return True
+
+
+# --- 1. legacy basics ---------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
+def test_legacy_initialize_list_and_call(tmp_path: Path, backend: str) -> None:
+    async def body() -> None:
+        async with Client(server_params(tmp_path), mode="legacy", read_timeout_seconds=10) as c:
+            assert c.protocol_version == "2025-11-25"
+            assert c.server_info is not None
+            assert c.server_info.name == "sdk-interop" and c.server_info.version == "0.9.1"
+            assert c.instructions == "Tools for SDK interop tests."
+            assert c.server_capabilities.tools is not None
+            tools = await c.list_tools()
+            assert [t.name for t in tools.tools] == TOOL_NAMES
+            status = next(t for t in tools.tools if t.name == "status")
+            assert status.output_schema and status.output_schema["required"] == ["ok"]
+
+            echo = await c.call_tool("echo", {"msg": "hello; $(touch /nope)"})
+            assert echo.is_error is False
+            assert text_of(echo) == "hello; $(touch /nope)\n"
+
+            structured = await c.call_tool("status", {})
+            assert structured.is_error is False
+            assert structured.structured_content == {"ok": True, "count": 3}
+            assert json.loads(text_of(structured)) == {"ok": True, "count": 3}
+    run(body, backend=backend)
+
+
+def test_legacy_progress_callback(tmp_path: Path) -> None:
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async def body() -> None:
+        async with Client(server_params(tmp_path), mode="legacy", read_timeout_seconds=10) as c:
+            await c.list_tools()
+            result = await c.call_tool("slow", {}, progress_callback=on_progress)
+            assert result.is_error is False and text_of(result) == "finished\n"
+            await wait_until(lambda: len(seen) >= 5, 2)
+    run(body)
+    values = [p for p, _, _ in seen]
+    assert values == [1, 2, 3, 4, 5]
+    assert all(b > a for a, b in zip(values, values[1:]))
+    assert all(total == 5 for _, total, _ in seen)
+
+
+def test_legacy_logging_forwards_tool_stderr(tmp_path: Path) -> None:
+    logs: list[types.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    async def body() -> None:
+        async with Client(server_params(tmp_path), mode="legacy", read_timeout_seconds=10,
+                          logging_callback=on_log) as c:
+            await c.list_tools()
+            await c.call_tool("slow", {})                 # default threshold (warning): nothing forwarded
+            await anyio.sleep(0.2)
+            assert logs == []
+            await c.set_logging_level("info")
+            result = await c.call_tool("slow", {})
+            assert result.is_error is False
+            await wait_until(lambda: len(logs) >= 5, 2)
+    run(body)
+    assert [entry.data for entry in logs] == [f"step {i}/5" for i in range(1, 6)]
+    assert all(entry.level == "info" and entry.logger == "slow" for entry in logs)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_cancel_kills_the_tool_processes(tmp_path: Path, mode: str) -> None:
+    marker = unique_seconds()
+    traced = Traced(tmp_path)
+    cancelled_at: list[float] = []
+
+    async def body() -> None:
+        async with traced.client(mode) as c:
+            await c.list_tools()
+            async with anyio.create_task_group() as tg:
+                async def call() -> None:
+                    await c.call_tool("sleeper", {"secs": marker})
+                tg.start_soon(call)
+                assert await wait_until(lambda: len(processes_with(marker)) >= 3, 5), "the tool never started"
+                tg.cancel_scope.cancel()
+            cancelled_at.append(time.monotonic())
+            gone = await wait_until(lambda: not processes_with(marker), 3)
+            assert gone, f"tool processes survive the cancellation: {processes_with(marker)}"
+            # the connection is still usable, and the cancelled call never got a response
+            assert text_of(await c.call_tool("echo", {"msg": "after"})) == "after\n"
+            calls = [m for m in traced.received() if m.get("method") == "tools/call"
+                     and m["params"]["name"] == "sleeper"]
+            assert len(calls) == 1
+            cancels = [m for m in traced.received() if m.get("method") == "notifications/cancelled"]
+            assert [m["params"]["requestId"] for m in cancels] == [calls[0]["id"]]
+            assert not any(m.get("id") == calls[0]["id"] and "method" not in m for m in traced.sent())
+    run(body)
+    assert time.monotonic() - cancelled_at[0] < 10
+
+
+# --- 2./3. which handshake goes on the wire -----------------------------------------------------
+def test_auto_connects_without_initialize(tmp_path: Path) -> None:
+    traced = Traced(tmp_path)
+    progress: list[float] = []
+    logs: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async def body() -> None:
+        async with traced.client("auto", logging_callback=on_log, log_level="info") as c:
+            assert c.protocol_version == MODERN
+            assert c.server_info is not None and c.server_info.name == "sdk-interop"
+            tools = await c.list_tools()
+            assert [t.name for t in tools.tools] == TOOL_NAMES
+            echo = await c.call_tool("echo", {"msg": "modern"})
+            assert echo.is_error is False and text_of(echo) == "modern\n"
+            status = await c.call_tool("status", {})
+            assert status.structured_content == {"ok": True, "count": 3}
+            slow = await c.call_tool("slow", {}, progress_callback=on_progress)
+            assert text_of(slow) == "finished\n"
+            await wait_until(lambda: len(progress) >= 5 and len(logs) >= 5, 2)
+        methods = traced.received_methods()
+        assert methods[0] == "server/discover"
+        assert "initialize" not in methods and "notifications/initialized" not in methods
+        first = traced.received()[0]
+        assert first["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] == MODERN
+    run(body)
+    assert progress == [1, 2, 3, 4, 5]
+    assert logs == [f"step {i}/5" for i in range(1, 6)]
+
+
+def test_pinned_modern_sends_neither_discover_nor_initialize(tmp_path: Path) -> None:
+    traced = Traced(tmp_path)
+
+    async def body() -> None:
+        async with traced.client(MODERN) as c:
+            assert c.protocol_version == MODERN
+            tools = await c.list_tools()
+            assert [t.name for t in tools.tools] == TOOL_NAMES
+            assert text_of(await c.call_tool("echo", {"msg": "pinned"})) == "pinned\n"
+            assert (await c.call_tool("status", {})).structured_content == {"ok": True, "count": 3}
+        methods = traced.received_methods()
+        assert methods[0] == "tools/list"
+        assert not {"initialize", "notifications/initialized", "server/discover"} & set(methods)
+        answers = [m for m in traced.sent() if "result" in m]
+        assert answers and all(m["result"]["resultType"] == "complete" for m in answers)
+    run(body)
+
+
+def test_legacy_mode_does_the_handshake(tmp_path: Path) -> None:
+    traced = Traced(tmp_path)
+
+    async def body() -> None:
+        async with traced.client("legacy") as c:
+            assert c.protocol_version == "2025-11-25"
+            assert text_of(await c.call_tool("echo", {"msg": "old"})) == "old\n"
+        methods = traced.received_methods()
+        assert methods[:2] == ["initialize", "notifications/initialized"]
+        assert "server/discover" not in methods
+        init = traced.received()[0]
+        assert init["params"]["protocolVersion"] == "2025-11-25"
+        assert not any("_meta" in (m.get("params") or {}) and
+                       "io.modelcontextprotocol/protocolVersion" in m["params"]["_meta"]
+                       for m in traced.received() if "method" in m)
+    run(body)
+
+
+# --- 4. elicitation -----------------------------------------------------------------------------
+def _elicit_answering(action: str, content: dict[str, Any] | None, seen: list[Any]):
+    async def on_elicit(ctx: ClientRequestContext, params: types.ElicitRequestParams
+                        ) -> types.ElicitResult | types.ErrorData:
+        seen.append(params)
+        return types.ElicitResult(action=action, content=content)
+    return on_elicit
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+def test_confirmation(tmp_path: Path, mode: str, action: str) -> None:
+    target = tmp_path / "made.txt"
+    traced = Traced(tmp_path)
+    seen: list[Any] = []
+
+    async def body() -> None:
+        async with traced.client(mode, elicitation_callback=_elicit_answering(action, None, seen)) as c:
+            await c.list_tools()
+            result = await c.call_tool("create", {"path": str(target), "name": "thing"})
+            if action == "accept":
+                assert result.is_error is False, text_of(result)
+            else:
+                assert result.is_error is True
+                verb = "declined" if action == "decline" else "cancelled"
+                assert verb in text_of(result) and "nothing ran" in text_of(result)
+    run(body)
+
+    assert len(seen) == 1
+    assert isinstance(seen[0], types.ElicitRequestFormParams)
+    assert seen[0].message == "Really create thing?"
+    if action == "accept":
+        assert target.read_text() == "run\n"              # ran exactly once
+    else:
+        assert not target.exists()
+    _assert_elicitation_wire(traced, mode, rounds=1)
+
+
+def _assert_elicitation_wire(traced: Traced, mode: str, rounds: int) -> None:
+    sent, received = traced.sent(), traced.received()
+    asks = [m for m in sent if m.get("method") == "elicitation/create"]
+    calls = [m for m in received if m.get("method") == "tools/call"]
+    if mode == "legacy":
+        assert len(asks) == rounds and len(calls) == 1
+        answers = [m for m in received if m.get("id") == asks[0]["id"] and "method" not in m]
+        assert len(answers) == 1 and "result" in answers[0]
+    else:
+        assert asks == []                                     # MRTR: no server-to-client request
+        required = [m for m in sent if m.get("result", {}).get("resultType") == "input_required"]
+        assert len(required) == rounds and len(calls) == rounds + 1
+        for previous, retry in zip(required, calls[1:]):
+            assert retry["params"]["requestState"] == previous["result"]["requestState"]
+            assert set(retry["params"]["inputResponses"]) == set(previous["result"]["inputRequests"])
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_elicited_missing_argument(tmp_path: Path, mode: str) -> None:
+    target = tmp_path / "greeted.txt"
+    traced = Traced(tmp_path)
+    seen: list[Any] = []
+
+    async def body() -> None:
+        async with traced.client(mode, elicitation_callback=_elicit_answering("accept", {"name": "Ada"}, seen)) as c:
+            tools = await c.list_tools()
+            greet = next(t for t in tools.tools if t.name == "greet")
+            assert greet.input_schema["required"] == ["path", "name"]
+            result = await c.call_tool("greet", {"path": str(target)})
+            assert result.is_error is False, text_of(result)
+            assert text_of(result) == "hello Ada\n"
+    run(body)
+
+    assert target.read_text() == "Ada\n"
+    assert len(seen) == 1 and isinstance(seen[0], types.ElicitRequestFormParams)
+    assert "name" in seen[0].message
+    schema = seen[0].requested_schema
+    assert schema["properties"]["name"]["type"] == "string"
+    assert schema.get("required") == ["name"]
+    _assert_elicitation_wire(traced, mode, rounds=1)
+
+
+# --- 5. no elicitation callback -----------------------------------------------------------------
+def test_legacy_without_elicitation_callback_is_an_error_result(tmp_path: Path) -> None:
+    target = tmp_path / "made.txt"
+    traced = Traced(tmp_path)
+
+    async def body() -> None:
+        async with traced.client("legacy") as c:
+            await c.list_tools()
+            result = await c.call_tool("create", {"path": str(target), "name": "thing"})
+            assert result.is_error is True
+            assert "confirmation" in text_of(result) and "nothing ran" in text_of(result)
+    run(body)
+    assert not target.exists()
+    assert not any(m.get("method") == "elicitation/create" for m in traced.sent())
+    init = traced.received()[0]
+    assert init["method"] == "initialize" and "elicitation" not in init["params"]["capabilities"]
+
+
+@pytest.mark.parametrize("mode", ["auto", MODERN])
+def test_modern_without_elicitation_callback_is_32021(tmp_path: Path, mode: str) -> None:
+    target = tmp_path / "made.txt"
+    traced = Traced(tmp_path)
+
+    async def body() -> None:
+        async with traced.client(mode) as c:
+            await c.list_tools()
+            with pytest.raises(MCPError) as caught:
+                await c.call_tool("create", {"path": str(target), "name": "thing"})
+            assert caught.value.error.code == -32021
+            assert caught.value.error.data == {"requiredCapabilities": {"elicitation": {}}}
+            assert "confirmation" in caught.value.error.message
+            assert text_of(await c.call_tool("echo", {"msg": "still here"})) == "still here\n"
+    run(body)
+    assert not target.exists()
+    calls = [m for m in traced.received() if m.get("method") == "tools/call"]
+    assert len(calls) == 2                                    # no retry of the refused call
