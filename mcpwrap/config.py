@@ -269,12 +269,13 @@ def _closest(name: str, allowed: set[str]) -> str | None:
     return found[0] if found else None
 
 
-def _toml_syntax_problem(path: Path, exc: tomllib.TOMLDecodeError) -> Problem:
+def _toml_syntax_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> Problem:
     match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-    message = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(exc))
+    message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
     if match:
         return Problem(path, int(match[1]), int(match[2]), f"TOML syntax: {message}")
-    return Problem(path, 1, 1, f"TOML syntax: {message}")
+    last_line = text.rsplit("\n", 1)[-1]
+    return Problem(path, text.count("\n") + 1, len(last_line) + 1, f"TOML syntax: {message} (at end of file)")
 
 
 def load(path: Path) -> Config:
@@ -294,7 +295,7 @@ def loads(raw: bytes, path: Path) -> Config:
     except UnicodeDecodeError as exc:
         raise ConfigError([Problem(path, 1, 1, f"not UTF-8: {exc.reason}")]) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([_toml_syntax_problem(path, exc)]) from None
+        raise ConfigError([_toml_syntax_problem(path, text, exc)]) from None
     reader = _Reader(path, text)
     config = _read_document(reader, document, path, hashlib.sha256(raw).hexdigest())
     if reader.problems:
@@ -353,7 +354,8 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
     args = _read_args(r, t, key)
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)
-    if (command is None) == (shell is None):
+    misspelt = any(_closest(k, {"command", "shell"}) for k in t if k not in TOOL_KEYS)
+    if ("command" in t) == ("shell" in t) and not misspelt:
         r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
     if command is not None:
         _check_command(r, key, command, args)

@@ -1,0 +1,111 @@
+"""The tools-file loader: located errors, defaults, and the inputSchema it builds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcpwrap import config
+
+BROKEN = Path(__file__).parent / "fixtures" / "broken"
+# file -> (line, col, words the message must contain)
+EXPECTED = {
+    "misspelt_key.toml": (2, 1, "unknown key 'tools.echo.comand' (did you mean 'command'?)"),
+    "syntax.toml": (3, 1, "TOML syntax"),
+    "wrong_type.toml": (2, 1, "'tools.echo.command' must be an array"),
+    "unknown_placeholder.toml": (2, 1, "placeholder '{mesage}' names no argument"),
+    "bad_timeout.toml": (3, 1, "bad duration 'soon'"),
+    "bad_schema.toml": (3, 30, "invalid JSON Schema"),
+    "bad_name.toml": (1, 1, "tool name 'has space'"),
+    "both_command_and_shell.toml": (1, 1, "exactly one of 'command'"),
+    "bad_output.toml": (3, 1, "output 'yaml'"),
+    "bad_task.toml": (3, 1, "task 'sometimes'"),
+    "no_tools.toml": (1, 1, "no tools defined"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_broken_files_are_located(name: str) -> None:
+    line, col, words = EXPECTED[name]
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(BROKEN / name)
+    problem = caught.value.problems[0]
+    assert (problem.line, problem.col) == (line, col), str(problem)
+    assert words in problem.message
+    assert str(problem).startswith(f"{BROKEN / name}:{line}:{col}: ")
+
+
+def test_every_broken_fixture_is_covered() -> None:
+    assert {p.name for p in BROKEN.glob("*.toml")} == set(EXPECTED)
+
+
+def test_check_command_exit_codes(tmp_path: Path) -> None:
+    bad = subprocess.run([sys.executable, "-m", "mcpwrap", "check", str(BROKEN / "misspelt_key.toml")],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0
+    assert f"{BROKEN / 'misspelt_key.toml'}:2:1: unknown key" in bad.stderr
+    good = tmp_path / "ok.toml"
+    good.write_text('[tools.echo]\ncommand = ["echo"]\n')
+    ok = subprocess.run([sys.executable, "-m", "mcpwrap", "check", str(good)], capture_output=True, text=True, timeout=30)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_inline_table_keys_are_located(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[tools.x]\ncommand = ["x", "{a}"]\nargs.a = { type = "string", maxLength = -1 }\n')
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(path)
+    problem = caught.value.problems[0]
+    assert (problem.line, problem.col) == (3, 29)
+
+
+def test_defaults_and_input_schema(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text("""
+[server]
+timeout = "2m"
+max_output = "64KiB"
+[tools.t]
+command = ["x", "{a}", "{b}"]
+timeout = 1.5
+args.a = { type = "string" }
+args.b = { type = "integer", default = 3 }
+args.c = { type = "boolean", flag = "-c", optional = true }
+""")
+    cfg = config.load(path)
+    tool = cfg.tool("t")
+    assert tool is not None and cfg.name == "t"
+    assert tool.timeout_s == 1.5 and tool.max_output == 64 * 1024
+    assert tool.input_schema == {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer", "default": 3}, "c": {"type": "boolean"}},
+        "additionalProperties": False,
+        "required": ["a"],
+    }
+    assert tool.cwd == tmp_path
+
+
+@pytest.mark.parametrize("text,seconds", [("20s", 20), ("2m", 120), ("1.5s", 1.5), (7, 7), ("250ms", 0.25), ("1h", 3600)])
+def test_durations(text: object, seconds: float) -> None:
+    assert config.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text,size", [("1MiB", 1 << 20), ("64KiB", 65536), (100, 100), ("1MB", 10**6), ("2 GiB", 2 << 30)])
+def test_sizes(text: object, size: int) -> None:
+    assert config.parse_size(text) == size
+
+
+@pytest.mark.parametrize("bad", ["", "-1s", "0", "1 parsec", True, -3])
+def test_bad_durations(bad: object) -> None:
+    with pytest.raises(ValueError):
+        config.parse_duration(bad)
+
+
+def test_elicit_needs_a_primitive(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[tools.t]\ncommand = ["x"]\nargs.o = { type = "object", elicit = true }\n')
+    with pytest.raises(config.ConfigError, match="'elicit' needs"):
+        config.load(path)

@@ -1,0 +1,265 @@
+"""The runner: no shell, bounded output, and no process outliving its call."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from mcpwrap import config, runner
+from mcpwrap.result import NO_STRUCTURED, Media, ResourceLink, Text
+
+INJECTIONS = ["x; touch {marker}", "$(touch {marker})", "`touch {marker}`", "a\ntouch {marker}",
+              "'; touch {marker}; '", "\"; touch {marker}; \"", "ünïcødé ✓ {marker}", "|| touch {marker}"]
+
+
+def load(tmp_path: Path, text: str) -> config.Config:
+    path = tmp_path / "tools.toml"
+    path.write_text(text)
+    return config.load(path)
+
+
+def run(tool: config.Tool, args: dict[str, Any], **kwargs: Any) -> Any:
+    return trio.run(lambda: runner.run(tool, args, **kwargs))
+
+
+def alive_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = open(f"/proc/{entry}/cmdline", "rb").read()
+                state = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state != b"Z":
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("attempt", INJECTIONS)
+def test_no_injection_through_argv_or_env(tmp_path: Path, attempt: str) -> None:
+    marker = tmp_path / "pwned"
+    cfg = load(tmp_path, """
+[tools.argv]
+command = ["printf", "%s", "{value}"]
+args.value = { type = "string" }
+[tools.sh]
+shell = 'printf "%s" "$MCP_ARG_VALUE"'
+args.value = { type = "string" }
+""")
+    value = attempt.format(marker=marker)
+    for name in ("argv", "sh"):
+        result = run(cfg.tool(name), {"value": value})
+        assert result.text == value and not result.is_error
+    assert not marker.exists()
+
+
+def test_values_never_split_or_become_options(tmp_path: Path) -> None:
+    cfg = load(tmp_path, """
+[tools.t]
+command = ["prog", "{a}", "--name={a}", "--", "{a}"]
+args.a = { type = "string" }
+""")
+    tool = cfg.tool("t")
+    assert runner.build_argv(tool, {"a": "x y; z"}) == ["prog", "x y; z", "--name=x y; z", "--", "x y; z"]
+    with pytest.raises(runner.ArgumentError, match="starts with '-'"):
+        runner.build_argv(tool, {"a": "-rf"})
+    with pytest.raises(runner.ArgumentError, match="NUL"):
+        runner.build_argv(tool, {"a": "a\x00b"})
+
+
+def test_optional_flags_and_arrays(tmp_path: Path) -> None:
+    cfg = load(tmp_path, """
+[tools.t]
+command = ["prog", "{verbose}", "--include={inc}", "{n}", "--", "{files}"]
+args.verbose = { type = "boolean", flag = "-v", default = false }
+args.inc = { type = "array", items = { type = "string" }, default = [] }
+args.n = { type = "number", optional = true }
+args.files = { type = "array", items = { type = "string" } }
+""")
+    tool = cfg.tool("t")
+    assert runner.build_argv(tool, {"verbose": True, "inc": ["a", "b c"], "n": 2.0, "files": ["-x", "y"]}) == \
+        ["prog", "-v", "--include=a", "--include=b c", "2", "--", "-x", "y"]
+    assert runner.build_argv(tool, {"verbose": False, "inc": [], "files": []}) == ["prog", "--"]
+
+
+def test_output_modes(tmp_path: Path) -> None:
+    cfg = load(tmp_path, """
+[tools.json]
+command = ["echo", '{"a": [1, 2]}']
+output = "json"
+[tools.notjson]
+command = ["echo", "nope"]
+output = "json"
+[tools.schema]
+command = ["echo", '{"a": "x"}']
+output = "json"
+output_schema = { type = "object", properties = { a = { type = "integer" } } }
+[tools.png]
+command = ["printf", "\\\\211PNG"]
+output = "image/png"
+[tools.mcp]
+command = ["echo", '{"content": [{"type": "text", "text": "t"}, {"type": "resource_link", "uri": "file:///x", "name": "x"}], "structuredContent": {"k": 1}}']
+output = "mcp"
+[tools.badmcp]
+command = ["echo", '{"content": [{"type": "video"}]}']
+output = "mcp"
+[tools.codes]
+command = ["sh", "-c", "echo partial; exit 1"]
+success_codes = [0, 1]
+[tools.stdin]
+command = ["cat"]
+stdin = "body"
+args.body = { type = "string" }
+[tools.nostdin]
+command = ["cat"]
+""")
+    assert run(cfg.tool("json"), {}).structured == {"a": [1, 2]}
+    bad = run(cfg.tool("notjson"), {})
+    assert bad.is_error and "not valid JSON" in bad.text
+    mismatch = run(cfg.tool("schema"), {})
+    assert mismatch.is_error and "output_schema" in mismatch.text
+    png = run(cfg.tool("png"), {})
+    assert png.content == (Media("image", "iVBORw==", "image/png"),)
+    rich = run(cfg.tool("mcp"), {})
+    assert rich.content == (Text("t"), ResourceLink("file:///x", "x")) and rich.structured == {"k": 1}
+    malformed = run(cfg.tool("badmcp"), {})
+    assert malformed.is_error and "content[0].type" in malformed.text
+    assert not run(cfg.tool("codes"), {}).is_error
+    assert run(cfg.tool("stdin"), {"body": "fed\n"}).text == "fed\n"
+    started = time.monotonic()
+    assert run(cfg.tool("nostdin"), {}).text == ""          # /dev/null, never the server's stdin
+    assert time.monotonic() - started < 5
+
+
+def test_timeout_kills_grandchildren(tmp_path: Path) -> None:
+    marker = "1007.5"
+    cfg = load(tmp_path, f"""
+[tools.t]
+command = ["sh", "-c", "sleep {marker} & sleep {marker}"]
+timeout = "1s"
+kill_grace = "0.5s"
+""")
+    started = time.monotonic()
+    result = run(cfg.tool("t"), {})
+    assert result.is_error and result.timed_out and "timed out after 1s" in result.text
+    assert time.monotonic() - started < 3
+    deadline = time.monotonic() + 2
+    while alive_with(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive_with(f"sleep {marker}") == []
+
+
+def test_sigterm_ignoring_child_is_killed(tmp_path: Path) -> None:
+    cfg = load(tmp_path, """
+[tools.t]
+command = ["sh", "-c", "trap '' TERM; sleep 1009.25"]
+timeout = "0.3s"
+kill_grace = "0.3s"
+""")
+    result = run(cfg.tool("t"), {})
+    assert result.timed_out
+    assert alive_with("sleep 1009.25") == []
+
+
+def test_child_closing_stdout_early(tmp_path: Path) -> None:
+    cfg = load(tmp_path, """
+[tools.t]
+command = ["sh", "-c", "echo early; exec >&-; sleep 1011.5"]
+timeout = "0.5s"
+kill_grace = "0.2s"
+""")
+    result = run(cfg.tool("t"), {})
+    assert result.timed_out and "early" in result.text
+    assert alive_with("sleep 1011.5") == []
+
+
+def test_background_grandchild_dies_with_a_finished_call(tmp_path: Path) -> None:
+    cfg = load(tmp_path, """
+[tools.t]
+command = ["sh", "-c", "sleep 1013.5 & echo started"]
+kill_grace = "0.3s"
+""")
+    result = run(cfg.tool("t"), {})
+    assert result.text == "started\n" and not result.is_error
+    assert alive_with("sleep 1013.5") == []
+
+
+def test_cancellation_kills_group(tmp_path: Path) -> None:
+    cfg = load(tmp_path, '[tools.t]\ncommand = ["sh", "-c", "sleep 1015.5 & sleep 1015.5"]\n')
+
+    async def main() -> None:
+        with trio.move_on_after(0.3):
+            await runner.run(cfg.tool("t"), {})
+    started = time.monotonic()
+    trio.run(main)
+    assert time.monotonic() - started < 1.5
+    assert alive_with("sleep 1015.5") == []
+
+
+def test_many_concurrent_calls(tmp_path: Path) -> None:
+    cfg = load(tmp_path, '[tools.t]\ncommand = ["echo", "{n}"]\nargs.n = { type = "integer" }\n')
+    results: dict[int, str] = {}
+
+    async def one(n: int) -> None:
+        results[n] = (await runner.run(cfg.tool("t"), {"n": n})).text
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            for n in range(100):
+                nursery.start_soon(one, n)
+    trio.run(main)
+    assert results == {n: f"{n}\n" for n in range(100)}
+
+
+def test_stderr_lines_and_progress(tmp_path: Path) -> None:
+    cfg = load(tmp_path, r"""
+[tools.t]
+command = ["sh", "-c", "echo 1/3 >&2; echo 1/3 >&2; echo 'step 2/3' >&2; echo 3/3 >&2; echo out"]
+progress = '(?P<progress>\d+)/(?P<total>\d+)'
+""")
+    lines: list[str] = []
+    progress: list[tuple[float, float | None]] = []
+    result = run(cfg.tool("t"), {}, on_stderr=lines.append, on_progress=lambda p, t, m: progress.append((p, t)))
+    assert lines == ["1/3", "1/3", "step 2/3", "3/3"]
+    assert progress == [(1, 3), (2, 3), (3, 3)]                 # strictly increasing only
+    assert result.text == "out\n" and result.structured is NO_STRUCTURED
+
+
+def _peak_rss_of_call(tmp_path: Path, tool_text: str, tool: str) -> tuple[int, str]:
+    path = tmp_path / "big.toml"
+    path.write_text(tool_text)
+    code = ("import resource, sys\nsys.argv = ['mcpwrap', 'call', sys.argv[1], sys.argv[2]]\n"
+            "from mcpwrap.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(path), tool], capture_output=True, text=True, timeout=120)
+    peak_kib = int(done.stderr.rsplit("PEAK", 1)[1])
+    return peak_kib // 1024, done.stdout
+
+
+def test_500mb_output_is_capped_with_bounded_memory(tmp_path: Path) -> None:
+    peak_mib, stdout = _peak_rss_of_call(tmp_path, """
+[tools.big]
+command = ["head", "-c", "500000000", "/dev/zero"]
+max_output = "1MiB"
+timeout = "60s"
+""", "big")
+    assert "[output truncated: " in stdout
+    assert peak_mib < 150, peak_mib
+
+
+def test_stderr_flood_is_bounded(tmp_path: Path) -> None:
+    peak_mib, stdout = _peak_rss_of_call(tmp_path, """
+[tools.flood]
+shell = "head -c 200000000 /dev/zero | tr '\\\\0' 'e' >&2; echo survived"
+timeout = "60s"
+""", "flood")
+    assert "survived" in stdout
+    assert peak_mib < 150, peak_mib
