@@ -10,14 +10,41 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_CONFIG = 0, 1, 2, 3
 
 
-def _fail(message: str, code: int) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
-    print(f"mcpwrap: {message}", file=sys.stderr)
+def _colour(text: str, code: str) -> str:
+    """ANSI colour on a terminal only, and never when NO_COLOR is set."""
+    if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
+        return text
+    return f"\033[{code}m{text}\033[0m"
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"{_colour('mcpwrap:', '1;31')} {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+class _ProgressLine:
+    """One self-rewriting progress line on a terminal's stderr."""
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    def update(self, progress: float, total: float | None, message: str | None) -> None:
+        share = f" {progress / total:.0%}" if total else ""
+        sys.stderr.write(f"\r\033[K{_colour(self.tool, '1')} {progress:g}{f'/{total:g}' if total else ''}{share}")
+        sys.stderr.flush()
+
+    def line(self, text: str) -> None:
+        """stderr lines that are not progress still reach the user, above the progress line."""
+        sys.stderr.write(f"\r\033[K{text}\n")
+
+    def clear(self) -> None:
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
 
 
 def _load(file: Path) -> Any:
@@ -115,12 +142,14 @@ def build_app() -> Any:
              tool: str = typer.Argument(..., help="The tool to run."),
              arguments: Optional[str] = typer.Argument(None, help="Arguments as one JSON object."),
              arg: list[str] = typer.Option([], "--arg", "-a", help="NAME=VALUE (VALUE parsed as JSON if it can be); repeatable."),
+             yes: bool = typer.Option(False, "--yes", "-y", help="Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
              as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON.")) -> None:
         """Run one tool the way `serve` would; exit 1 when the result is an error."""
         import orjson
         import trio
 
         from mcpwrap import runner
+        from mcpwrap.protocol.asking import render_confirm
         from mcpwrap.validation import argument_problems
 
         config = _load(file)
@@ -134,19 +163,185 @@ def build_app() -> Any:
         if not isinstance(args, dict):
             _fail("the JSON arguments must be an object, like '{\"name\": \"value\"}'", EXIT_USAGE)
         args.update(_parse_arg(a) for a in arg)
+        interactive = sys.stdin.isatty()
+        for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
+            args[missing.name] = _parse_arg(f"{missing.name}={typer.prompt(missing.schema.get('description', missing.name))}")[1]
         problems = argument_problems(spec, args)
         if problems:
             _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
+        if spec.confirm and not yes:
+            question = render_confirm(spec.confirm, runner.with_defaults(spec, args))
+            if not interactive:
+                _fail(f"{tool!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
+            if not typer.confirm(question, default=False, err=True):
+                _fail("declined; nothing ran", EXIT_TOOL_ERROR)
+        progress = _ProgressLine(tool) if sys.stderr.isatty() and spec.progress else None
         try:
-            result = trio.run(lambda: runner.run(spec, args, on_stderr=lambda line: print(line, file=sys.stderr)))
+            result = trio.run(lambda: runner.run(
+                spec, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
+                on_progress=progress.update if progress else None))
         except runner.ArgumentError as exc:
             _fail(f"{exc} (nothing ran)", EXIT_USAGE)
+        if progress:
+            progress.clear()
         if as_json:
             sys.stdout.buffer.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
         else:
             text = result.text
             sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")  # stdout-ok
         raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
+
+    secret_app = typer.Typer(help="The shared secret that signs requestState (modern confirmations).",
+                             no_args_is_help=True)
+    app.add_typer(secret_app, name="secret")
+    secret_opt = typer.Option(None, "--secret-file", help="The secret file [env MCPWRAP_SECRET_FILE; default: the user config dir].")
+
+    @secret_app.command("path")
+    def secret_path(secret_file: Optional[str] = secret_opt) -> None:
+        """Print where the secret file is (it may not exist yet)."""
+        print(option_value(secret_file, "--secret-file", default_secret_file))  # stdout-ok
+
+    @secret_app.command("init")
+    def secret_init(secret_file: Optional[str] = secret_opt) -> None:
+        """Create the secret file (0600) if it does not exist; check it if it does."""
+        import time
+
+        from mcpwrap import signing
+
+        path = Path(option_value(secret_file, "--secret-file", default_secret_file))
+        try:
+            _, created = signing.init_secret(path, time.time())
+        except signing.SecretFileError as exc:
+            _fail(str(exc), EXIT_CONFIG)
+        print(f"{'created' if created else 'ok, already present:'} {path}")  # stdout-ok
+
+    @secret_app.command("rotate")
+    def secret_rotate(secret_file: Optional[str] = secret_opt) -> None:
+        """Make a new key; the previous one still verifies requestState for 24 hours."""
+        import time
+
+        from mcpwrap import signing
+
+        path = Path(option_value(secret_file, "--secret-file", default_secret_file))
+        try:
+            signing.rotate_secret(path, time.time())
+        except signing.SecretFileError as exc:
+            _fail(str(exc), EXIT_CONFIG)
+        print(f"rotated {path}; the previous key verifies for {signing.ROTATION_GRACE_S / 3600:g} more hours")  # stdout-ok
+
+    # --- mcpwrap tasks ...: the durable task store of one tools file ------------------------
+    tasks_app = typer.Typer(name="tasks", no_args_is_help=True, help=(
+        "List, show, fetch, cancel and collect the durable tasks of a tools file. Exit status: 0 ok; "
+        "1 the task failed, was cancelled or its tool reported an error; 2 usage or unknown task id; "
+        "4 the task is still running (`result` without --wait)."))
+    app.add_typer(tasks_app)
+    state_opt = typer.Option(None, "--state-dir", help="Where durable task records live [env MCPWRAP_STATE_DIR; default: the user state dir].")
+    json_opt = typer.Option(False, "--json", help="Print JSON instead of text.")
+    id_arg = typer.Argument(..., help="A task id, as `mcpwrap tasks list FILE` shows it.")
+    exit_pending = 4
+
+    def task_store(file: Path, state_dir: Optional[str]) -> Any:
+        from mcpwrap import tasks
+
+        return tasks.Store.for_tools_file(Path(option_value(state_dir, "--state-dir", default_state_dir)), file)
+
+    def task_record(store: Any, task_id: str) -> Any:
+        from mcpwrap.protocol.tasking import TaskLookupError
+
+        try:
+            return store.get(task_id)
+        except TaskLookupError as exc:
+            _fail(f"no task {task_id!r} in {store.root} ({exc.reason.lower()})", EXIT_USAGE)
+
+    def dump(doc: Any) -> None:
+        import orjson
+
+        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+    @tasks_app.command("list")
+    def tasks_list(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
+        """List the tasks of FILE, oldest first."""
+        from mcpwrap import tasks
+
+        records = sorted(task_store(file, state_dir).list(), key=lambda r: (r.created_at, r.task_id))
+        if as_json:
+            dump([tasks.public_json(r) for r in records])
+            return
+        if not records:
+            print("no tasks")  # stdout-ok
+            return
+        rows = [["ID", "STATUS", "TOOL", "CREATED", "UPDATED", "MESSAGE"]] + [
+            [r.task_id, tasks.display_status(r), r.tool, tasks.local_time(r.created_at),
+             tasks.local_time(r.updated_at), r.status_message or ""] for r in records]
+        print(tasks.table(rows))  # stdout-ok
+
+    @tasks_app.command("show")
+    def tasks_show(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
+                   as_json: bool = json_opt) -> None:
+        """Show one task: status, arguments, progress, supervisor, outcome."""
+        from mcpwrap import tasks
+
+        store = task_store(file, state_dir)
+        record = task_record(store, task_id)
+        if as_json:
+            dump(tasks.public_json(record))
+        else:
+            print(tasks.describe(record, store))  # stdout-ok
+
+    @tasks_app.command("result")
+    def tasks_result(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
+                     wait: bool = typer.Option(False, "--wait", help="Wait until the task has finished."),
+                     as_json: bool = json_opt) -> None:
+        """Print a finished task's output like `mcpwrap call` does; exit 1 when it failed."""
+        import time
+
+        from mcpwrap import tasks
+        from mcpwrap.protocol.tasking import stored_result
+
+        store = task_store(file, state_dir)
+        record = task_record(store, task_id)
+        while wait and not record.terminal:
+            time.sleep(tasks.RESULT_POLL_S)
+            record = task_record(store, task_id)
+        if not record.terminal:
+            _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", exit_pending)
+        if as_json:
+            dump(record.result if record.result is not None else {"status": record.status, "error": record.error})
+        elif record.result is not None:
+            text = stored_result(record).text
+            sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")  # stdout-ok
+        else:
+            print(f"mcpwrap: task {task_id} {record.status}: {record.status_message}", file=sys.stderr)
+        raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
+
+    @tasks_app.command("cancel")
+    def tasks_cancel(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
+                     as_json: bool = json_opt) -> None:
+        """Cancel a running task (its command's process group is killed); exit 1 if it had finished."""
+        from mcpwrap import tasks
+        from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
+
+        store = task_store(file, state_dir)
+        try:
+            record = store.cancel(task_id)
+        except TaskLookupError as exc:
+            _fail(f"no task {task_id!r} in {store.root} ({exc.reason.lower()})", EXIT_USAGE)
+        except TaskTerminalError as exc:
+            _fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
+        if as_json:
+            dump(tasks.public_json(record))
+        else:
+            print(f"cancelled {task_id}")  # stdout-ok
+
+    @tasks_app.command("gc")
+    def tasks_gc(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
+        """Remove expired tasks (their ttl has passed) and stale leftovers."""
+        store = task_store(file, state_dir)
+        removed = store.gc()
+        if as_json:
+            dump({"removed": removed, "store": str(store.root)})
+        else:
+            print(f"removed {removed} expired task(s) from {store.root}")  # stdout-ok
 
     return app
 

@@ -46,8 +46,9 @@ class Server:
         self.pending: dict[Any, tuple[str, str]] = {}      # id -> (method, revision)
         self.rev: str | None = None
         self.next_id = 1000
+        self._err_thread = threading.Thread(target=self._pump_err, daemon=True)
         threading.Thread(target=self._pump, daemon=True).start()
-        threading.Thread(target=self._pump_err, daemon=True).start()
+        self._err_thread.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout
@@ -155,6 +156,7 @@ class Server:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
+            self._err_thread.join(timeout)
 
     def __enter__(self) -> Server:
         return self

@@ -165,13 +165,13 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.
     try:
         claims = signing.unseal(keyring, state, now)
     except signing.StateError as exc:
-        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=exc.reason) from None
+        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
     expected = {"v": STATE_VERSION, "m": "tools/call", "t": request.tool.name,
                 "a": signing.digest(request.arguments), "c": config.digest}
     wrong = [k for k, v in expected.items() if claims.get(k) != v]
     if wrong or not isinstance(claims.get("g"), dict) or not isinstance(claims.get("r"), int):
         raise ProtocolError(-32602, "invalid or expired requestState",
-                            diagnostic=f"requestState bound to other {'/'.join(wrong) or 'content'}")
+                            diagnostic=f"requestState is bound to another {'/'.join(wrong) or 'content'}")
     pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
                       as_task=as_task, round=claims["r"], original=request.arguments)
     answer = responses.get(claims.get("q"))
