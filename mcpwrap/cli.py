@@ -72,6 +72,16 @@ def _parse_arg(text: str) -> tuple[str, Any]:
     return key, parsed if not isinstance(parsed, str) or value.startswith('"') else value
 
 
+def _self_command() -> tuple[str, list[str]]:
+    """An absolute command that starts this mcpwrap, for client configs."""
+    import shutil
+
+    found = shutil.which("mcpwrap")
+    if found:
+        return str(Path(found).absolute()), []
+    return sys.executable, ["-m", "mcpwrap"]
+
+
 def build_app() -> Any:
     import typer
 
@@ -190,6 +200,32 @@ def build_app() -> Any:
             text = result.text
             sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")  # stdout-ok
         raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
+
+    @app.command()
+    def schema() -> None:
+        """Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML)."""
+        from importlib.resources import files
+
+        sys.stdout.write(files("mcpwrap").joinpath("tools-file.schema.json").read_text())  # stdout-ok
+
+    @app.command("client-config")
+    def client_config(file: Path = file_arg,
+                      client: str = typer.Option("claude-desktop", "--client", "-c",
+                                                 help="claude-desktop, claude-code, cursor or vscode."),
+                      name: Optional[str] = typer.Option(None, "--name", help="The server's key in the config (default: the file's stem).")) -> None:
+        """Print the JSON to paste into an MCP client's config for this tools file."""
+        import orjson
+
+        _load(file)
+        command, args = _self_command()
+        entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(file.resolve())]}
+        key = name or file.stem
+        layouts = {"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
+                   "claude-code": {"mcpServers": {key: {"type": "stdio", **entry}}},
+                   "vscode": {"servers": {key: {"type": "stdio", **entry}}}}
+        if client not in layouts:
+            _fail(f"--client must be one of {', '.join(layouts)} (got {client!r})", EXIT_USAGE)
+        sys.stdout.buffer.write(orjson.dumps(layouts[client], option=orjson.OPT_INDENT_2) + b"\n")
 
     secret_app = typer.Typer(help="The shared secret that signs requestState (modern confirmations).",
                              no_args_is_help=True)
