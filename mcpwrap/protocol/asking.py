@@ -134,8 +134,17 @@ def apply_answer(pending: Pending, question: Question | str | None, answer: Mapp
     content = answer.get("content") or {}
     if not isinstance(content, dict):
         return error_result("the elicitation answer's content is not an object; nothing ran")
-    wanted = {a.name for a in pending.tool.args if a.elicit and a.name not in pending.arguments}
-    gathered = {**pending.arguments, **{k: v for k, v in content.items() if k in wanted}}
+    asked = [a for a in pending.tool.args if a.elicit and a.name not in pending.arguments]
+    gathered = dict(pending.arguments)
+    for arg in asked:
+        if arg.name in content:
+            gathered[arg.name] = content[arg.name]
+        elif "default" in arg.schema:
+            gathered[arg.name] = arg.schema["default"]     # left empty: the default, not a second question
+    unanswered = [a.name for a in asked if a.name not in gathered]
+    if unanswered:
+        return error_result(f"the user accepted without providing {', '.join(unanswered)} for "
+                            f"'{pending.tool.name}'; nothing ran")
     return replace(pending, arguments=gathered, round=pending.round + 1)
 
 
