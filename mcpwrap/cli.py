@@ -47,11 +47,23 @@ class _ProgressLine:
         sys.stderr.flush()
 
 
-def _load(file: Path) -> Any:
-    from mcpwrap import config
+def _load(file: Path, validated_dir: Path | None = None) -> Any:
+    """Load a tools file; with `validated_dir`, remember files whose schemas passed, by digest."""
+    from mcpwrap import __version__, config
+
+    def marker(digest: str) -> Path:
+        return validated_dir / f"{digest}-{__version__}"  # type: ignore[operator]
 
     try:
-        return config.load(file)
+        if validated_dir is None:
+            return config.load(file)
+        loaded = config.load(file, lambda digest: marker(digest).exists())
+        try:
+            validated_dir.mkdir(parents=True, exist_ok=True)
+            marker(loaded.digest).touch()
+        except OSError:
+            pass                           # only a cache: a read-only state dir costs start-up time, nothing else
+        return loaded
     except config.ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -413,10 +425,11 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
     level = option_value(log_level, "--log-level", lambda: "warning")
     if level not in LOG_LEVELS:
         _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)} (got {level!r})", EXIT_USAGE)
-    config = _load(file)
+    state = Path(option_value(state_dir, "--state-dir", default_state_dir))
+    config = _load(file, state / "validated")
     options = server.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", default_secret_file)),
-        state_dir=Path(option_value(state_dir, "--state-dir", default_state_dir)),
+        state_dir=state,
         watch=watch, trace=level == "debug")
     try:
         return server.run(config, options)

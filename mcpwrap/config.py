@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,10 +217,11 @@ class _Locator:
 class _Reader:
     """Collects located problems while the document is turned into dataclasses."""
 
-    def __init__(self, path: Path, text: str) -> None:
+    def __init__(self, path: Path, text: str, check_schemas: bool = True) -> None:
         self.path = path
         self.locator = _Locator(text)
         self.problems: list[Problem] = []
+        self.check_schemas = check_schemas
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
         line, col = self.locator.find(key)
@@ -278,17 +279,26 @@ def _toml_syntax_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError) ->
     return Problem(path, text.count("\n") + 1, len(last_line) + 1, f"TOML syntax: {message} (at end of file)")
 
 
-def load(path: Path) -> Config:
-    """Read and check a tools file; raise ConfigError listing every problem found."""
+def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None) -> Config:
+    """Read and check a tools file; raise ConfigError listing every problem found.
+
+    `schemas_known_good(digest)` may vouch that these exact bytes already passed the
+    JSON Schema checks, which then are skipped: they need jsonschema, the largest
+    import there is, and `serve` should not pay for it before its first call.
+    """
     path = Path(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError([Problem(path, 1, 1, f"cannot read tools file: {exc.strerror}")]) from None
-    return loads(raw, path)
+    return loads(raw, path, schemas_known_good)
 
 
-def loads(raw: bytes, path: Path) -> Config:
+def digest_of(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None = None) -> Config:
     try:
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
@@ -296,8 +306,9 @@ def loads(raw: bytes, path: Path) -> Config:
         raise ConfigError([Problem(path, 1, 1, f"not UTF-8: {exc.reason}")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_toml_syntax_problem(path, text, exc)]) from None
-    reader = _Reader(path, text)
-    config = _read_document(reader, document, path, hashlib.sha256(raw).hexdigest())
+    digest = digest_of(raw)
+    reader = _Reader(path, text, check_schemas=not (schemas_known_good and schemas_known_good(digest)))
+    config = _read_document(reader, document, path, digest)
     if reader.problems:
         raise ConfigError(sorted(reader.problems, key=lambda p: (p.line, p.col)))
     return config
@@ -458,6 +469,8 @@ def _elicitable(schema: Mapping[str, Any]) -> bool:
 
 
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
+    if not r.check_schemas:
+        return
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
