@@ -1,0 +1,135 @@
+"""Faults: nothing is lost, nothing survives. Orphan census, bad files, a pipe full of noise."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import subprocess
+import time
+from pathlib import Path
+
+from tests.harness import Server, mcpwrap_cmd, modern_meta
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def census(marker: str) -> list[int]:
+    """Every live process whose environment carries the marker (all descendants inherit it)."""
+    found = []
+    needle = f"MCPWRAP_CENSUS={marker}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = open(f"/proc/{entry}/environ", "rb").read()
+            state = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def test_orphan_census_200_calls(tmp_path: Path) -> None:
+    marker = f"{os.getpid()}-{random.randrange(1 << 30)}"
+    env = {"MCPWRAP_CENSUS": marker}
+    rng = random.Random(7)
+    servers = [Server(FIXTURES / "census.toml", tmp_path / f"s{i}", env=env) for i in range(4)]
+    try:
+        for index, s in enumerate(servers):
+            s.initialize("2025-11-25")
+            ids = []
+            for n in range(50):
+                tool = rng.choice(["quick", "slow", "overrun", "escape_attempt"])
+                args = {"n": n} if tool == "quick" else {}
+                modern = rng.random() < 0.5
+                params = {"name": tool, "arguments": args, **({"_meta": modern_meta()} if modern else {})}
+                ids.append((s.request("tools/call", params), tool))
+            time.sleep(0.5)
+            for rid, tool in ids:
+                if tool in ("slow", "escape_attempt") and rng.random() < 0.6:
+                    s.notify("notifications/cancelled", {"requestId": rid})
+            if index % 2:
+                time.sleep(0.5)      # let the overruns time out on half the servers; EOF on the rest
+        assert census(marker), "the calls should be running before the servers go"
+        for s in servers:
+            assert s.close(timeout=10) == 0
+        deadline = time.monotonic() + 3
+        while census(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        survivors = census(marker)
+        assert survivors == [], [open(f"/proc/{p}/cmdline", "rb").read() for p in survivors]
+    finally:
+        for s in servers:
+            s.close()
+
+
+def test_tools_file_deleted_while_serving(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[tools.a]\ncommand = ["echo", "a"]\n')
+    with Server(tools, tmp_path) as s:
+        s.initialize()
+        tools.unlink()
+        deadline = time.monotonic() + 5
+        while not any("is gone" in line for line in s.stderr) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("is gone" in line for line in s.stderr)
+        assert s.call("tools/call", {"name": "a", "arguments": {}})["result"]["content"][0]["text"] == "a\n"
+        tools.write_text('[tools.b]\ncommand = ["echo", "b"]\n')
+        assert s.read(timeout=5)["method"] == "notifications/tools/list_changed"
+        assert [t["name"] for t in s.call("tools/list")["result"]["tools"]] == ["b"]
+
+
+def test_bad_secret_files_refuse_start(tmp_path: Path) -> None:
+    confirm = FIXTURES / "confirm.toml"
+    directory = tmp_path / "dir-secret"
+    directory.mkdir(mode=0o700)
+    corrupt = tmp_path / "corrupt"
+    corrupt.write_text("not a secret")
+    corrupt.chmod(0o600)
+    for secret in (directory, corrupt):
+        done = subprocess.run(mcpwrap_cmd("serve", str(confirm), "--secret-file", str(secret)), input=b"",
+                              capture_output=True, timeout=30)
+        assert done.returncode != 0 and str(secret) in done.stderr.decode() and done.stdout == b""
+
+
+def test_tools_file_problems_refuse_start(tmp_path: Path) -> None:
+    done = subprocess.run(mcpwrap_cmd("serve", str(FIXTURES / "broken" / "misspelt_key.toml")), input=b"",
+                          capture_output=True, timeout=30)
+    assert done.returncode == 3 and b"misspelt_key.toml:2:1:" in done.stderr and done.stdout == b""
+    missing = subprocess.run(mcpwrap_cmd("serve", str(tmp_path / "nope.toml")), input=b"", capture_output=True, timeout=30)
+    assert missing.returncode == 3 and b"cannot read tools file" in missing.stderr
+
+
+def test_noise_on_the_pipe_then_correct_answers(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    shapes = [
+        lambda: os.urandom(rng.randrange(1, 300)).replace(b"\n", b""),
+        lambda: json.dumps(rng.choice([None, 1, "x", [], {}, [1, 2], {"jsonrpc": "2.0"}])).encode(),
+        lambda: json.dumps({"jsonrpc": "2.0", "id": rng.choice([1, "a", None, True, 2.5, [1]]),
+                            "method": rng.choice(["ping", "tools/list", "tools/call", "x/y", "initialize", 5]),
+                            "params": rng.choice([{}, [], "p", {"name": "quick", "arguments": {"n": "x"}},
+                                                  {"_meta": modern_meta()}, {"cursor": "zz"}])}).encode(),
+        lambda: json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                            "params": {"requestId": rng.choice([1, "a", None, {}])}}).encode(),
+        lambda: b"{" * rng.randrange(1, 5000),
+    ]
+    with Server(FIXTURES / "census.toml", tmp_path) as s:
+        s.initialize("2025-11-25")
+        deadline = time.monotonic() + 3
+        sent = 0
+        while time.monotonic() < deadline:
+            s.raw(rng.choice(shapes)() + b"\n")
+            sent += 1
+        while True:                                   # drain what the noise produced, checking each message
+            try:
+                s.read(timeout=1)
+            except queue.Empty:
+                break
+        assert sent > 100
+        assert s.proc.poll() is None
+        assert s.call("ping")["result"] == {}
+        assert [t["name"] for t in s.call("tools/list")["result"]["tools"]][0] == "quick"
+        assert s.call("tools/call", {"name": "quick", "arguments": {"n": 5}})["result"]["content"][0]["text"] == "5\n"
