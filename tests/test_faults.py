@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests import procs
 from tests.harness import Server, mcpwrap_cmd, modern_meta
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -17,19 +18,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def census(marker: str) -> list[int]:
     """Every live process whose environment carries the marker (all descendants inherit it)."""
-    found = []
-    needle = f"MCPWRAP_CENSUS={marker}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            environ = open(f"/proc/{entry}/environ", "rb").read()
-            state = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in environ.split(b"\0") and state != b"Z":
-            found.append(int(entry))
-    return found
+    return procs.with_env("MCPWRAP_CENSUS", marker)
 
 
 def test_orphan_census_200_calls(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import trio
 
 from mcpwrap import config, runner
 from mcpwrap.result import NO_STRUCTURED, Media, ResourceLink, Text
+from tests import procs
 
 INJECTIONS = ["x; touch {marker}", "$(touch {marker})", "`touch {marker}`", "a\ntouch {marker}",
               "'; touch {marker}; '", "\"; touch {marker}; \"", "ünïcødé ✓ {marker}", "|| touch {marker}"]
@@ -27,20 +27,6 @@ def load(tmp_path: Path, text: str) -> config.Config:
 
 def run(tool: config.Tool, args: dict[str, Any], **kwargs: Any) -> Any:
     return trio.run(lambda: runner.run(tool, args, **kwargs))
-
-
-def alive_with(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = open(f"/proc/{entry}/cmdline", "rb").read()
-                state = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if marker.encode() in cmdline and state != b"Z":
-                found.append(int(entry))
-    return found
 
 
 @pytest.mark.parametrize("attempt", INJECTIONS)
@@ -152,9 +138,9 @@ kill_grace = "0.5s"
     assert result.is_error and result.timed_out and "timed out after 1s" in result.text
     assert time.monotonic() - started < 3
     deadline = time.monotonic() + 2
-    while alive_with(f"sleep {marker}") and time.monotonic() < deadline:
+    while procs.with_cmdline(f"sleep {marker}") and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert alive_with(f"sleep {marker}") == []
+    assert procs.with_cmdline(f"sleep {marker}") == []
 
 
 def test_sigterm_ignoring_child_is_killed(tmp_path: Path) -> None:
@@ -166,7 +152,7 @@ kill_grace = "0.3s"
 """)
     result = run(cfg.tool("t"), {})
     assert result.timed_out
-    assert alive_with("sleep 1009.25") == []
+    assert procs.with_cmdline("sleep 1009.25") == []
 
 
 def test_child_closing_stdout_early(tmp_path: Path) -> None:
@@ -178,7 +164,7 @@ kill_grace = "0.2s"
 """)
     result = run(cfg.tool("t"), {})
     assert result.timed_out and "early" in result.text
-    assert alive_with("sleep 1011.5") == []
+    assert procs.with_cmdline("sleep 1011.5") == []
 
 
 def test_background_grandchild_dies_with_a_finished_call(tmp_path: Path) -> None:
@@ -189,7 +175,7 @@ kill_grace = "0.3s"
 """)
     result = run(cfg.tool("t"), {})
     assert result.text == "started\n" and not result.is_error
-    assert alive_with("sleep 1013.5") == []
+    assert procs.with_cmdline("sleep 1013.5") == []
 
 
 def test_cancellation_kills_group(tmp_path: Path) -> None:
@@ -201,7 +187,7 @@ def test_cancellation_kills_group(tmp_path: Path) -> None:
     started = time.monotonic()
     trio.run(main)
     assert time.monotonic() - started < 1.5
-    assert alive_with("sleep 1015.5") == []
+    assert procs.with_cmdline("sleep 1015.5") == []
 
 
 def test_many_concurrent_calls(tmp_path: Path) -> None:

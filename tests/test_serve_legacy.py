@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import procs
 from tests.harness import Server
 
 FIXTURE = Path(__file__).parent / "fixtures" / "basic.toml"
@@ -162,29 +163,8 @@ def test_no_progress_without_token_and_no_logs_by_default(server: Server) -> Non
     assert notes == []
 
 
-def _group_alive(pgid: int) -> bool:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != b"Z":
-                return True
-    return False
-
-
 def _child_pgids(server_pid: int) -> set[int]:
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = open(f"/proc/{entry}/stat", "rb").read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == server_pid:
-                found.add(int(fields[2]))
-    return found
+    return {p.pgid for p in procs.live() if p.ppid == server_pid}
 
 
 def _wait_for_children(pid: int) -> set[int]:
@@ -203,9 +183,9 @@ def test_cancel_kills_process_group_and_sends_nothing(server: Server) -> None:
     groups = _wait_for_children(server.proc.pid)
     server.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
     deadline = time.monotonic() + 3
-    while any(_group_alive(g) for g in groups) and time.monotonic() < deadline:
+    while any(procs.group_alive(g) for g in groups) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not any(_group_alive(g) for g in groups)
+    assert not any(procs.group_alive(g) for g in groups)
     server.notify("notifications/cancelled", {"requestId": rid})      # late: ignored
     server.notify("notifications/cancelled", {"requestId": "unknown"})
     assert server.call("ping")["result"] == {}                        # and no response for rid came first
@@ -218,7 +198,7 @@ def test_eof_during_call_exits_fast_and_kills(server: Server) -> None:
     started = time.monotonic()
     assert server.close(timeout=5) == 0
     assert time.monotonic() - started < 1.0
-    assert not any(_group_alive(g) for g in groups)
+    assert not any(procs.group_alive(g) for g in groups)
 
 
 def test_sigterm_exits_and_kills(server: Server) -> None:
@@ -227,7 +207,7 @@ def test_sigterm_exits_and_kills(server: Server) -> None:
     groups = _wait_for_children(server.proc.pid)
     server.proc.send_signal(signal.SIGTERM)
     assert server.proc.wait(5) == 0
-    assert not any(_group_alive(g) for g in groups)
+    assert not any(procs.group_alive(g) for g in groups)
 
 
 def test_hot_reload(tmp_path: Path) -> None:
