@@ -1,8 +1,9 @@
-"""Running one tool call: argv templating, the child process, and its result.
+"""Running one tool call: the child process and its result.
 
-Argv and environment come from `templating`. `run` owns the child: its own session and process group, stdin from
-/dev/null or an argument, stdout kept up to `max_output` while the rest is
-drained and counted, stderr delivered line by line. On timeout, cancellation
+Argv and environment come from `templating`. `run` owns the child: its own
+session and process group, stdin from /dev/null or an argument, stdout kept
+up to `max_output` while the rest is drained and counted, stderr delivered
+line by line. On timeout, cancellation
 or when the leader exits, the whole group gets SIGTERM, a grace period, then
 SIGKILL, inside a shielded scope, so no descendant outlives the call.
 """
@@ -47,7 +48,7 @@ class _LineSplitter:
         self.on_line = on_line
         self.pending = b""
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes | bytearray) -> None:
         data = self.pending + chunk
         *lines, self.pending = data.split(b"\n")
         if len(self.pending) > LINE_CAP:
@@ -184,11 +185,12 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     except OSError as exc:
         return error_result(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
     timed_out = False
+    assert process.stdout is not None and process.stderr is not None
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_drain_stdout, process.stdout, capture, tool.max_output, stdout_lines)
             nursery.start_soon(_drain_stderr, process.stderr, capture, stderr_line)
-            if stdin_data is not None:
+            if stdin_data is not None and process.stdin is not None:
                 nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
             with trio.move_on_after(tool.timeout_s) as deadline:
                 await process.wait()

@@ -132,7 +132,7 @@ def _parse(raw: bytes, path: Path, now: float) -> Keyring:
     entries = doc.get("previous", [])
     for entry in entries if isinstance(entries, list) else [None]:
         retired = entry.get("retired_at") if isinstance(entry, dict) else None
-        if not isinstance(retired, (int, float)) or isinstance(retired, bool):
+        if not isinstance(entry, dict) or not isinstance(retired, (int, float)) or isinstance(retired, bool):
             raise _refuse(path, "has a malformed 'previous' entry")
         key = _key(entry.get("key"), path)
         if retired + ROTATION_GRACE_S >= now:  # older keys are simply forgotten

@@ -61,7 +61,7 @@ class Pending:
 def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
     """One argument schema as an elicitation PrimitiveSchemaDefinition."""
     schema = arg.schema
-    kind = schema.get("type")
+    kind = str(schema.get("type"))
     out: dict[str, Any] = {k: schema[k] for k in ("title", "description") if k in schema}
     if kind == "array":
         out.update(type="array", items={"type": "string", "enum": list(schema["items"]["enum"])})
