@@ -311,7 +311,7 @@ def build_app() -> Any:
         """List the tasks of FILE, oldest first."""
         from mcpwrap import tasks
 
-        records = sorted(task_store(file, state_dir).list(), key=lambda r: (r.created_at, r.task_id))
+        records = sorted(task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
         if as_json:
             dump([tasks.public_json(r) for r in records])
             return

@@ -52,7 +52,8 @@ class SecretSource:
     """The shared keyring, loaded once on first need (or at start when a tool asks questions)."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.keyring = path, None
+        self.path = path
+        self.keyring: signing.Keyring | None = None
 
     def __call__(self) -> signing.Keyring:
         if self.keyring is None:
@@ -172,15 +173,36 @@ class Driver:
     async def _task_op(self, op: TaskOp) -> None:
         from mcpwrap import tasks
 
+        if op.op == "watch":
+            await self._watch_task(op)
+            return
+        actions: list[Action] = []
+        with trio.CancelScope() as scope:
+            if op.op == "result":
+                self.scopes[op.ctx.id] = scope      # notifications/cancelled for it ends the wait
+            try:
+                actions = await tasks.perform(op, self.core, self.options.state_dir)
+            except ProtocolError as error:
+                actions = self.core.call_failed(op.ctx, error) if op.op == "result" else [self.core.error(op.ctx, error)]
+            except Exception as exc:
+                log("mcpwrap: task store error:\n" + traceback.format_exc())
+                failure = ProtocolError(-32603, f"task store error: {exc}")
+                actions = self.core.call_failed(op.ctx, failure) if op.op == "result" else [self.core.error(op.ctx, failure)]
+            finally:
+                if op.op == "result":
+                    self.scopes.pop(op.ctx.id, None)
+        if not scope.cancelled_caught:
+            self.perform(actions)
+
+    async def _watch_task(self, op: TaskOp) -> None:
+        """Follow a task this process created (bounded by its ttl) for notifications/tasks/status."""
+        from mcpwrap import tasks
+
         try:
-            actions = await tasks.perform(op, self.core, self.options.state_dir)
-        except ProtocolError as error:
-            actions = self.core.call_failed(op.ctx, error) if op.op == "result" else [self.core.error(op.ctx, error)]
-        except Exception as exc:
-            log("mcpwrap: task store error:\n" + traceback.format_exc())
-            error = ProtocolError(-32603, f"task store error: {exc}")
-            actions = self.core.call_failed(op.ctx, error) if op.op == "result" else [self.core.error(op.ctx, error)]
-        self.perform(actions)
+            await tasks.follow(self.options.state_dir, self.core.config.path, op.task_id or "",
+                               lambda before, after: self.perform(self.core.task_changed(op.ctx, before, after)))
+        except Exception:
+            log("mcpwrap: cannot follow task status:\n" + traceback.format_exc())
 
     async def watch(self, path: Path) -> None:
         def signature() -> tuple[int, int, int] | None:

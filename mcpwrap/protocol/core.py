@@ -73,9 +73,12 @@ class Stderr:
 
 @dataclass(frozen=True)
 class TaskOp:
-    """A task-store operation; the driver reports back through `Core.task_done`."""
+    """A task-store operation; `tasks.perform` reports back through the `Core.task_*` methods.
+
+    `watch` follows a task this process created, for the legacy session's status notifications.
+    """
     ctx: Context
-    op: str                               # create | get | result | list | cancel | update
+    op: str                               # create | get | result | list | cancel | update | watch
     task_id: str | None = None
     tool: Tool | None = None
     arguments: dict[str, Any] | None = None
@@ -249,6 +252,9 @@ class Core:
         if not self.tasks_enabled:
             return False
         if ctx.rev.has("tasks.core"):
+            from mcpwrap.protocol.tasking import check_task_params
+
+            check_task_params(ctx.params)
             asked = isinstance(ctx.params.get("task"), dict)
             if asked and tool.task == "never":
                 raise ProtocolError(-32601, f"tool '{tool.name}' does not support task execution")
@@ -387,9 +393,12 @@ class Core:
             if self.listens.pop(request_id, None) is not None:
                 return []
             if self.inflight.pop(request_id, None) is not None:
+                withdrawn: list[Action] = []
                 for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
-                    del self.asks[key]
-                return [CancelCall(request_id), *self._drop_from_batch(request_id)]
+                    del self.asks[key]             # withdraw our question too: the client can close its dialog
+                    withdrawn.append(Send(jsonrpc.notification("notifications/cancelled",
+                                                               {"requestId": key, "reason": "the call was cancelled"})))
+                return [CancelCall(request_id), *withdrawn, *self._drop_from_batch(request_id)]
         return []
 
     # --- rendering ----------------------------------------------------------------------
@@ -424,6 +433,8 @@ class Core:
         if ctx.method in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/update"):
             if not isinstance(task_id, str):
                 raise invalid_params(f"{ctx.method} needs a string 'taskId'")
+            if ctx.method == "tasks/update" and not isinstance(ctx.params.get("inputResponses"), dict):
+                raise invalid_params("tasks/update needs an 'inputResponses' object")
             if ctx.method == "tasks/result":
                 self.inflight[ctx.id] = ctx
             return [TaskOp(ctx, ctx.method.split("/")[1], task_id=task_id)]
@@ -431,6 +442,73 @@ class Core:
         if cursor is not None and not isinstance(cursor, str):
             raise invalid_params("Invalid cursor")
         return [TaskOp(ctx, "list", cursor=cursor)]
+
+    # --- tasks: outcomes of TaskOps, rendered per era (records come from tasks.perform) ---
+    def task_created(self, ctx: Context, record: Any) -> list[Action]:
+        """The task handle; a legacy session also gets a watcher for its status notifications."""
+        from mcpwrap.protocol import tasking
+
+        result = tasking.create_result(record, ctx.rev)
+        actions: list[Action] = [Send(jsonrpc.response(ctx.id, modern.stamp(result, self.config, "task")))
+                                 if ctx.modern else self._reply(ctx, result)]
+        if not ctx.modern and ctx.rev.has("tasks.core"):
+            actions.append(TaskOp(ctx, "watch", task_id=record.task_id))
+        return self._flush_batches(actions)
+
+    def task_status(self, ctx: Context, record: Any) -> list[Action]:
+        from mcpwrap.protocol import tasking
+
+        result = tasking.modern_detailed(record, ctx.rev) if ctx.modern else tasking.legacy_task(record)
+        return [self._reply(ctx, result)]
+
+    def task_cancelled(self, ctx: Context, record: Any, was_terminal: bool) -> list[Action]:
+        """2025-11-25 answers with the task (-32602 if it had finished); the extension only acks."""
+        from mcpwrap.protocol import tasking
+
+        if ctx.modern:
+            return [self._reply(ctx, {})]
+        if was_terminal:
+            return [self.error(ctx, tasking.terminal_error(record))]
+        return [self._reply(ctx, tasking.legacy_task(record))]
+
+    def task_updated(self, ctx: Context) -> list[Action]:
+        return [self._reply(ctx, {})]      # mcpwrap never asks inside a task: every key is ignored
+
+    def task_page(self, ctx: Context, records: list[Any], next_cursor: str | None) -> list[Action]:
+        from mcpwrap.protocol import tasking
+
+        return [self._reply(ctx, tasking.legacy_list(records, next_cursor))]
+
+    def task_waiting(self, ctx: Context) -> bool:
+        """Whether a blocked tasks/result still has a client waiting (not cancelled)."""
+        return ctx.id in self.inflight
+
+    def task_payload(self, ctx: Context, record: Any) -> list[Action]:
+        """tasks/result of a terminal task: the call's result (or error), unless the client cancelled."""
+        from mcpwrap.protocol import tasking
+
+        if self.inflight.pop(ctx.id, None) is None:
+            return []
+        try:
+            return self._flush_batches([self._reply(ctx, tasking.legacy_payload(record, ctx.rev))])
+        except ProtocolError as error:
+            return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
+
+    def task_changed(self, ctx: Context, previous: Any, current: Any) -> list[Action]:
+        """A watched task moved: progress on the call's token, then notifications/tasks/status."""
+        from mcpwrap.protocol import tasking
+
+        if not self.session.open:
+            return []
+        actions: list[Action] = []
+        before = previous.progress if previous is not None else None
+        if ctx.progress_token is not None and current.progress != before:
+            params = tasking.progress_params(current, ctx.progress_token, ctx.rev)
+            if params is not None:
+                actions.append(Send(jsonrpc.notification("notifications/progress", params)))
+        if tasking.status_changed(previous, current):
+            actions.append(Send(jsonrpc.notification("notifications/tasks/status", tasking.legacy_task(current))))
+        return actions
 
 
 def _needs_tasks_extension(why: str = "this method belongs to the tasks extension") -> ProtocolError:

@@ -1,0 +1,582 @@
+"""The durable task store, the detached supervisor that runs a task, and `perform`.
+
+Store: one directory per tools file, STATE_DIR/<sha256(resolved path)[:16]>/tasks/
+(the path, not the content digest, so a reload keeps the store). Per task:
+`<id>.json` the record, `<id>.lock` the flock that serialises read-modify-write
+across processes, `<id>.log` the supervisor's stderr (capped). Records are
+written atomically (temporary file, fsync, rename or link, directory fsync)
+and exist before any response names them. Terminal records never change
+again, so a cancel racing a completion ends in exactly one terminal state.
+Ids are `secrets.token_urlsafe(16)` and are matched against a strict pattern
+before any path is built from them: they come from the client.
+
+Supervisor: `python -m mcpwrap.tasks STORE_DIR TASK_ID`, started in a new
+session, runs the command through `runner.run` under trio, polls the record
+every 100 ms (a cancel there cancels the run, which kills the process group)
+and records progress and the outcome. It outlives `mcpwrap serve`. Its pid and
+start time are in the record; a reader that finds a running task whose
+supervisor is gone marks it failed and kills what the command left behind
+(found by the MCPWRAP_TASK_ID variable every descendant inherits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import trio
+
+from mcpwrap import config as config_module
+from mcpwrap.protocol import tasking
+from mcpwrap.protocol.tasking import (
+    CANCELLED_MESSAGE,
+    CREATED_MESSAGE,
+    TRANSITIONS,
+    TaskLookupError,
+    TaskRecord,
+    TaskTerminalError,
+    valid_id,
+)
+
+if TYPE_CHECKING:
+    from mcpwrap.protocol.core import Action, Core, TaskOp
+    from mcpwrap.result import ToolResult
+
+RECORD_VERSION = 1
+CANCEL_POLL_S = 0.1          # supervisor: how soon a cancel in the store stops the command
+RESULT_POLL_S = 0.1          # tasks/result and `tasks result --wait`
+WATCH_POLL_S = 0.2           # status notifications of the legacy session
+START_GRACE_S = 30.0         # a record with no supervisor pid after this long never got one
+GC_INTERVAL_S = 60.0         # opportunistic collection on create, at most this often per store
+STALE_FILE_S = 3600.0        # leftover temp/lock/log files older than this go
+LOG_CAP = 1024 * 1024        # bytes of command stderr kept in <id>.log
+TASK_ENV = "MCPWRAP_TASK_ID"
+_FIELDS = {f.name for f in fields(TaskRecord)}
+
+
+def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
+    digest = hashlib.sha256(str(Path(tools_file).resolve()).encode()).hexdigest()[:16]
+    return Path(state_dir) / digest / "tasks"
+
+
+def process_start(pid: int, zombies: bool = False) -> int | None:
+    """Start time (clock ticks since boot, /proc/<pid>/stat field 22); None if gone (or a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            after_name = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if after_name[0] == b"Z" and not zombies:
+        return None
+    return int(after_name[19])          # field 3 is index 0 after the name
+
+
+def _encode(record: TaskRecord) -> bytes:
+    return orjson.dumps({"v": RECORD_VERSION, **asdict(record)})
+
+
+def _decode(data: bytes) -> TaskRecord:
+    doc = orjson.loads(data)
+    if not isinstance(doc, dict) or doc.get("v") != RECORD_VERSION:
+        raise ValueError(f"task record format {doc.get('v') if isinstance(doc, dict) else '?'} is not "
+                         f"{RECORD_VERSION}: written by another mcpwrap version")
+    return TaskRecord(**{k: v for k, v in doc.items() if k in _FIELDS})
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, exclusive: bool = False) -> None:
+    """Temp file, fsync, then rename (or link, which refuses to replace), then fsync the directory."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            os.link(tmp, path)
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+class Store:
+    """The task records of one tools file; every method is safe across processes."""
+
+    def __init__(self, root: Path, clock: Callable[[], float] = time.time) -> None:
+        self.root, self.clock = Path(root).absolute(), clock   # the supervisor's cwd may differ
+
+    @classmethod
+    def for_tools_file(cls, state_dir: Path | str, tools_file: Path | str,
+                       clock: Callable[[], float] = time.time) -> Store:
+        return cls(store_root(state_dir, tools_file), clock)
+
+    def path(self, task_id: str, suffix: str = ".json") -> Path:
+        if not valid_id(task_id):
+            raise TaskLookupError()
+        return self.root / f"{task_id}{suffix}"
+
+    def read(self, task_id: str) -> TaskRecord | None:
+        """The record as stored (no expiry or liveness check); None when there is none."""
+        try:
+            return _decode(self.path(task_id).read_bytes())
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def create(self, *, tool: str, arguments: Mapping[str, Any], ttl_ms: int, poll_ms: int,
+               tools_file: Path, digest: str, snapshot: str | None) -> TaskRecord:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        now = self.clock()
+        record = TaskRecord(task_id=secrets.token_urlsafe(16), status="working", tool=tool,
+                            arguments=dict(arguments), created_at=now, updated_at=now, ttl_ms=ttl_ms,
+                            poll_ms=poll_ms, tools_file=str(Path(tools_file).resolve()), digest=digest,
+                            status_message=CREATED_MESSAGE, snapshot=snapshot)
+        write_atomic(self.path(record.task_id), _encode(record), exclusive=True)
+        self.maybe_gc()
+        return record
+
+    @contextlib.contextmanager
+    def locked(self, task_id: str) -> Iterator[None]:
+        fd = os.open(self.path(task_id, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def update(self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None]) -> TaskRecord | None:
+        """Read-modify-write under the task's lock. A terminal record is never changed; None: no record."""
+        if self.read(task_id) is None:
+            return None                   # no lock file for ids that never existed
+        with self.locked(task_id):
+            current = self.read(task_id)
+            if current is None or current.terminal:
+                return current
+            new = change(current)
+            if new is None or new == current or new.status not in TRANSITIONS[current.status]:
+                return current
+            new = replace(new, updated_at=max(self.clock(), current.updated_at))
+            write_atomic(self.path(task_id), _encode(new))
+            return new
+
+    def claim(self, task_id: str, pid: int, start: int | None) -> TaskRecord | None:
+        """Record the supervisor's identity, once."""
+        return self.update(task_id, lambda r: replace(r, supervisor_pid=pid, supervisor_start=start)
+                           if r.supervisor_pid is None else None)
+
+    def finish(self, task_id: str, result: dict[str, Any] | None = None,
+               error: dict[str, Any] | None = None) -> TaskRecord | None:
+        """The outcome: a tool result (completed) or an error (failed). Ignored once terminal."""
+        if error is not None:
+            status, message = "failed", str(error["message"])
+        else:
+            status, message = "completed", _summary(result or {})
+        return self.update(task_id, lambda r: replace(r, status=status, status_message=message,
+                                                      result=result, error=error))
+
+    def cancel(self, task_id: str) -> TaskRecord:
+        """Mark cancelled (the supervisor stops the command); TaskTerminalError if already finished."""
+        self.get(task_id)                 # unknown, expired, or a dead supervisor's (then failed)
+        applied: list[bool] = []
+
+        def change(current: TaskRecord) -> TaskRecord:
+            applied.append(True)          # only called while the task is not terminal
+            return replace(current, status="cancelled", status_message=CANCELLED_MESSAGE)
+
+        record = self.update(task_id, change)
+        if record is None:
+            raise TaskLookupError()
+        if not applied:
+            raise TaskTerminalError(record)
+        return record
+
+    def get(self, task_id: str) -> TaskRecord:
+        """The record for a requestor: expired is gone, a dead supervisor's task is failed."""
+        record = self.read(task_id)
+        if record is None:
+            raise TaskLookupError()
+        if self.clock() >= record.expires_at:
+            self.remove(task_id)
+            raise TaskLookupError("Task has expired")
+        if not record.terminal and not self._supervised(record):
+            record = self._mark_dead(record)
+        return record
+
+    def _supervised(self, record: TaskRecord) -> bool:
+        if record.supervisor_pid is None:
+            return self.clock() - record.created_at < START_GRACE_S
+        return process_start(record.supervisor_pid) == record.supervisor_start
+
+    def _mark_dead(self, record: TaskRecord) -> TaskRecord:
+        pid = record.supervisor_pid
+        message = (f"the task's supervisor (pid {pid}) died without recording a result" if pid is not None
+                   else f"the task's supervisor did not start within {START_GRACE_S:g}s")
+        error = {"code": -32603, "message": message}
+        marked = self.update(record.task_id, lambda r: None if self._supervised(r) else replace(
+            r, status="failed", status_message=message, error=error))
+        if marked is not None and marked.error == error:
+            kill_leftovers(record.task_id)
+        return marked or record
+
+    def records(self) -> list[TaskRecord]:
+        """Every live task (expired ones are collected on the way)."""
+        records = []
+        for task_id in self.ids():
+            with contextlib.suppress(TaskLookupError, ValueError, OSError):
+                records.append(self.get(task_id))
+        return records
+
+    def ids(self) -> list[str]:
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return []
+        return [n[:-5] for n in names if n.endswith(".json") and valid_id(n[:-5])]
+
+    def remove(self, task_id: str) -> bool:
+        """Delete an expired task's files (its supervisor, if any, sees the record vanish and stops)."""
+        with self.locked(task_id):
+            record = self.read(task_id)
+            if record is not None and self.clock() < record.expires_at:
+                return False
+            for suffix in (".json", ".log", ".lock"):
+                self.path(task_id, suffix).unlink(missing_ok=True)
+        return record is not None
+
+    def gc(self) -> int:
+        """Remove expired records and stale leftovers; returns how many tasks went."""
+        removed = 0
+        for task_id in self.ids():
+            with contextlib.suppress(ValueError, OSError):
+                record = self.read(task_id)
+                if record is not None and self.clock() >= record.expires_at:
+                    removed += self.remove(task_id)
+        live: set[str] = set(self.ids())
+        cutoff = time.time() - STALE_FILE_S
+        for entry in os.scandir(self.root) if self.root.is_dir() else []:
+            stem = entry.name.rsplit(".", 1)[0]
+            orphan = entry.name.endswith((".lock", ".log")) and stem not in live
+            with contextlib.suppress(OSError):
+                if (orphan or entry.name.endswith(".tmp")) and entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+        return removed
+
+    def maybe_gc(self) -> None:
+        """Collect at most every GC_INTERVAL_S per store, whichever process gets there first."""
+        marker = self.root / ".gc"
+        try:
+            if time.time() - marker.stat().st_mtime < GC_INTERVAL_S:
+                return
+        except FileNotFoundError:
+            pass
+        marker.touch()
+        self.gc()
+
+
+def _summary(result: Mapping[str, Any]) -> str:
+    if not result.get("isError"):
+        return "The tool finished."
+    texts = [b.get("text", "") for b in result.get("content", []) if b.get("type") == "text"]
+    first = next((line.strip() for t in texts for line in t.splitlines() if line.strip()), "")
+    return "The tool reported an error" + (f": {first[:200]}" if first else ".")
+
+
+def kill_leftovers(task_id: str) -> None:
+    """SIGKILL every process that inherited this task's MCPWRAP_TASK_ID (its supervisor is gone)."""
+    marker = f"{TASK_ENV}={task_id}".encode()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        with contextlib.suppress(OSError), open(f"/proc/{entry}/environ", "rb") as f:
+            if marker in f.read().split(b"\0"):
+                os.kill(int(entry), signal.SIGKILL)
+
+
+# --- creating a task: record first, then the supervisor ------------------------------------
+def _snapshot(config: config_module.Config) -> str | None:
+    """The tools file's text if it is still what the server validated against."""
+    try:
+        raw = Path(config.path).read_bytes()
+        return raw.decode() if hashlib.sha256(raw).hexdigest() == config.digest else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def spawn_supervisor(store: Store, task_id: str) -> int:
+    """Start the detached supervisor and record its pid and start time; a thread reaps it."""
+    log = os.open(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                                   start_new_session=True, close_fds=True)
+    finally:
+        os.close(log)
+    start = process_start(process.pid, zombies=True)
+    threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
+    store.claim(task_id, process.pid, start)
+    return process.pid
+
+
+def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
+                arguments: Mapping[str, Any], ttl_ms: int) -> TaskRecord:
+    record = store.create(tool=tool.name, arguments=arguments, ttl_ms=ttl_ms,
+                          poll_ms=max(1, int(tool.task_poll_s * 1000)), tools_file=Path(config.path),
+                          digest=config.digest, snapshot=_snapshot(config))
+    try:
+        spawn_supervisor(store, record.task_id)
+    except OSError:
+        for suffix in (".json", ".log", ".lock"):
+            store.path(record.task_id, suffix).unlink(missing_ok=True)
+        raise
+    return record
+
+
+# --- the server side: TaskOp -> store -> Core outcome -------------------------------------
+async def perform(op: TaskOp, core: Core, state_dir: Path) -> list[Action]:
+    """Carry out one task-store operation and return the actions the core renders for it."""
+    store = Store.for_tools_file(state_dir, core.config.path)
+    ctx = op.ctx
+    try:
+        if op.op == "create":
+            assert op.tool is not None
+            record = await trio.to_thread.run_sync(create_task, store, core.config, op.tool, op.arguments or {},
+                                                   tasking.requested_ttl_ms(ctx.params, op.tool))
+            return core.task_created(ctx, record)
+        if op.op == "list":
+            records = await trio.to_thread.run_sync(store.records)
+            chosen, next_cursor = tasking.page(records, op.cursor, core.page_size)
+            return core.task_page(ctx, chosen, next_cursor)
+        task_id = op.task_id or ""
+        record = await trio.to_thread.run_sync(store.get, task_id)
+        if op.op == "get":
+            return core.task_status(ctx, record)
+        if op.op == "update":
+            return core.task_updated(ctx)
+        if op.op == "cancel":
+            try:
+                return core.task_cancelled(ctx, await trio.to_thread.run_sync(store.cancel, task_id), False)
+            except TaskTerminalError as exc:
+                return core.task_cancelled(ctx, exc.record, True)
+        if op.op == "result":
+            while not record.terminal:
+                if not core.task_waiting(ctx):
+                    return []             # the client cancelled its tasks/result
+                await trio.sleep(RESULT_POLL_S)
+                record = await trio.to_thread.run_sync(store.get, task_id)
+            return core.task_payload(ctx, record)
+    except TaskLookupError as exc:
+        raise tasking.lookup_error(exc) from None
+    raise ValueError(f"unknown task operation {op.op!r}")
+
+
+OnChange = Callable[[TaskRecord | None, TaskRecord], None]
+
+
+async def follow(state_dir: Path, tools_file: Path, task_id: str, on_change: OnChange) -> None:
+    """Poll a task until it is terminal or gone (bounded by its ttl); report each visible change."""
+    store = Store.for_tools_file(state_dir, tools_file)
+    previous: TaskRecord | None = None
+    while True:
+        try:
+            record = await trio.to_thread.run_sync(store.get, task_id)
+        except TaskLookupError:
+            return
+        if previous is None or _visible(record) != _visible(previous):
+            on_change(previous, record)
+            previous = record
+        if record.terminal:
+            return
+        await trio.sleep(WATCH_POLL_S)
+
+
+def _visible(record: TaskRecord) -> tuple[Any, ...]:
+    return (record.status, record.status_message, record.progress)
+
+
+# --- the supervisor -----------------------------------------------------------------------
+class _Supervision:
+    """What the run shares with the store poller: progress to write, log budget, a stop signal."""
+
+    def __init__(self, store: Store, task_id: str) -> None:
+        self.store, self.task_id = store, task_id
+        self.pending: dict[str, Any] | None = None
+        self.log_left = LOG_CAP
+        self.signal: int | None = None
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.pending = {k: v for k, v in (("progress", progress), ("total", total), ("message", message))
+                        if v is not None}
+
+    def log(self, line: str) -> None:
+        data = (line + "\n").encode()[:self.log_left]
+        self.log_left -= len(data)
+        if data:
+            sys.stderr.buffer.write(data)
+            sys.stderr.flush()
+
+    async def poll(self, run: trio.CancelScope) -> None:
+        """Every CANCEL_POLL_S: write new progress, and stop the run once the record is terminal or gone."""
+        while True:
+            await trio.sleep(CANCEL_POLL_S)
+            pending, self.pending = self.pending, None
+            if pending is not None:
+                record = await trio.to_thread.run_sync(
+                    self.store.update, self.task_id, lambda r, p=pending: replace(r, progress=p))
+            else:
+                record = await trio.to_thread.run_sync(self.store.read, self.task_id)
+            if record is None or record.terminal:
+                run.cancel()
+                return
+
+    async def signals(self, run: trio.CancelScope) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+            async for signum in received:
+                self.signal = signum
+                run.cancel()
+                return
+
+
+def _load_tool(record: TaskRecord) -> config_module.Tool:
+    """The tool as validated at creation (from the snapshot), else as the file now defines it."""
+    from mcpwrap.validation import argument_problems
+
+    path = Path(record.tools_file)
+    try:
+        config = (config_module.loads(record.snapshot.encode(), path) if record.snapshot is not None
+                  else config_module.load(path))
+    except config_module.ConfigError as exc:
+        raise LookupError(f"the tools file {path} cannot be loaded: {exc.problems[0]}") from None
+    tool = config.tool(record.tool)
+    if tool is None:
+        raise LookupError(f"tool '{record.tool}' is no longer defined in {path}")
+    problems = [] if record.snapshot is not None else argument_problems(tool, record.arguments)
+    if problems:
+        raise LookupError(f"the arguments no longer fit tool '{record.tool}' in the changed {path}: "
+                          + "; ".join(problems))
+    return tool
+
+
+async def supervise(store: Store, task_id: str) -> int:
+    from mcpwrap import runner
+    from mcpwrap.result import error_result
+
+    me = os.getpid()
+    record = store.claim(task_id, me, process_start(me))
+    if record is None or record.terminal or record.supervisor_pid != me:
+        return 0                          # gone, finished, or someone else's
+    try:
+        tool = _load_tool(record)
+    except LookupError as exc:
+        store.finish(task_id, error={"code": -32603, "message": str(exc)})
+        return 1
+    os.environ[TASK_ENV] = task_id        # inherited by the command and all it starts
+    watch = _Supervision(store, task_id)
+    result: ToolResult | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as run:
+                nursery.start_soon(watch.poll, run)
+                nursery.start_soon(watch.signals, run)
+                try:
+                    result = await runner.run(tool, record.arguments, on_stderr=watch.log,
+                                              on_progress=watch.progress)
+                except runner.ArgumentError as exc:
+                    result = error_result(f"{exc}; nothing ran")
+            nursery.cancel_scope.cancel()
+    except Exception as exc:  # a bug must end as a failed task, not a task working forever
+        store.finish(task_id, error={"code": -32603, "message": f"internal error while running the task: {exc}"})
+        raise
+    if watch.signal is not None:
+        name = signal.Signals(watch.signal).name
+        store.finish(task_id, error={"code": -32603, "message": f"the task's supervisor was stopped by {name}"})
+        return 1
+    if result is not None:
+        store.finish(task_id, result=result.to_json())
+    return 0
+
+
+# --- `mcpwrap tasks ...` views ------------------------------------------------------------
+def public_json(record: TaskRecord) -> dict[str, Any]:
+    """The record for people and scripts (`--json`): no snapshot, times in RFC 3339."""
+    return {"taskId": record.task_id, "status": record.status, "statusMessage": record.status_message,
+            "tool": record.tool, "arguments": record.arguments, "createdAt": tasking.iso(record.created_at),
+            "lastUpdatedAt": tasking.iso(record.updated_at), "expiresAt": tasking.iso(record.expires_at),
+            "ttlMs": record.ttl_ms, "pollIntervalMs": record.poll_ms, "progress": record.progress,
+            "supervisorPid": record.supervisor_pid, "toolsFile": record.tools_file,
+            "result": record.result, "error": record.error}
+
+
+def display_status(record: TaskRecord) -> str:
+    return "completed (error)" if record.status == "completed" and record.is_error else record.status
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def local_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def describe(record: TaskRecord, store: Store) -> str:
+    """`mcpwrap tasks show`: one aligned key/value block."""
+    rows = [["task", record.task_id], ["status", display_status(record)],
+            ["message", record.status_message or ""], ["tool", record.tool],
+            ["arguments", orjson.dumps(record.arguments).decode()], ["created", local_time(record.created_at)],
+            ["updated", local_time(record.updated_at)], ["expires", local_time(record.expires_at)]]
+    if record.progress:
+        p = record.progress
+        total = f"/{p['total']:g}" if p.get("total") is not None else ""
+        rows.append(["progress", f"{p['progress']:g}{total} {p.get('message') or ''}".rstrip()])
+    if record.supervisor_pid is not None:
+        alive = process_start(record.supervisor_pid) == record.supervisor_start
+        rows.append(["supervisor", f"pid {record.supervisor_pid} ({'running' if alive else 'exited'})"])
+    if record.result is not None:
+        rows.append(["exit code", str(record.result.get("exitCode"))])
+    if record.error is not None:
+        rows.append(["error", f"{record.error.get('code')} {record.error.get('message')}"])
+    log = store.path(record.task_id, ".log")
+    if log.exists():
+        rows.append(["log", str(log)])
+    return table(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or not valid_id(args[1]):
+        print("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID (started by mcpwrap serve)", file=sys.stderr)
+        return 2
+    return trio.run(supervise, Store(Path(args[0])), args[1])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
