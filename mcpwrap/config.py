@@ -14,6 +14,7 @@ import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ class Tool:
     task_poll_s: float = 1.0
     kill_grace_s: float = 2.0
 
-    @property
+    @cached_property
     def input_schema(self) -> dict[str, Any]:
         required = [a.name for a in self.args if a.required]
         schema: dict[str, Any] = {

@@ -11,6 +11,7 @@ SIGKILL, inside a shielded scope, so no descendant outlives the call.
 from __future__ import annotations
 
 import base64
+import functools
 import math
 import os
 import signal
@@ -133,6 +134,12 @@ async def _end_group(process: trio.Process, grace_s: float) -> None:
     await process.wait()
 
 
+@functools.cache
+def _inherited_env() -> dict[str, str]:
+    """The server's environment, copied once: it does not change while serving."""
+    return dict(os.environ)
+
+
 async def _drain_stdout(stream: trio.abc.ReceiveStream, capture: _Capture, cap: int,
                         on_line: OnLine | None) -> None:
     splitter = _LineSplitter(on_line) if on_line else None
@@ -160,7 +167,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     """Run one validated call to completion; cancellation kills the process group."""
     args = with_defaults(tool, args)
     argv = build_argv(tool, args) if tool.command is not None else ["/bin/sh", "-c", tool.shell or ""]
-    env = build_env(tool, args, os.environ)
+    env = build_env(tool, args, _inherited_env())
     stdin: Any = subprocess.DEVNULL
     stdin_data: bytes | None = None
     if tool.stdin_arg is not None and tool.stdin_arg in args:
@@ -199,8 +206,9 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             with trio.CancelScope(shield=True):
                 await _end_group(process, grace)
     finally:
-        with trio.CancelScope(shield=True):
-            await _end_group(process, min(grace, 0.5))
+        if process.returncode is None or _signal_group(process.pid, 0):   # cancelled before the end above
+            with trio.CancelScope(shield=True):
+                await _end_group(process, min(grace, 0.5))
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
                        time.monotonic() - started)

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import platformdirs
 
 DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
 ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long
@@ -89,6 +88,8 @@ class Keyring:
 
 
 def default_secret_path() -> Path:
+    import platformdirs  # only here: serve with an explicit or unused secret never loads it
+
     return platformdirs.user_config_path("mcpwrap") / "secret"
 
 

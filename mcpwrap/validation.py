@@ -7,19 +7,30 @@ validator is compiled per tool schema and reused.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from functools import lru_cache
 from typing import Any
-
-import orjson
 
 from mcpwrap.config import Tool
 
 
-@lru_cache(maxsize=4096)
-def _validator(schema_json: bytes) -> Any:
+_validators: dict[tuple[int, frozenset[str]], tuple[Tool, Any]] = {}
+
+
+def _validator(tool: Tool, ignore_missing: frozenset[str]) -> Any:
+    """One compiled validator per tool (and set of deferred arguments), reused by every call."""
+    key = (id(tool), ignore_missing)
+    cached = _validators.get(key)
+    if cached is not None and cached[0] is tool:   # the tool itself is kept, so its id cannot be reused
+        return cached[1]
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(orjson.loads(schema_json), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    schema = tool.input_schema
+    if ignore_missing and "required" in schema:
+        schema = {**schema, "required": [n for n in schema["required"] if n not in ignore_missing]}
+    if len(_validators) > 4096:
+        _validators.clear()
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    _validators[key] = (tool, validator)
+    return validator
 
 
 def argument_problems(tool: Tool, arguments: Any, ignore_missing: Set[str] = frozenset()) -> list[str]:
@@ -29,10 +40,7 @@ def argument_problems(tool: Tool, arguments: Any, ignore_missing: Set[str] = fro
     """
     if not isinstance(arguments, Mapping):
         return ["arguments must be a JSON object"]
-    schema = tool.input_schema
-    if ignore_missing and "required" in schema:
-        schema = {**schema, "required": [n for n in schema["required"] if n not in ignore_missing]}
-    validator = _validator(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+    validator = _validator(tool, frozenset(ignore_missing))
     problems = []
     for error in sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path)):
         where = "/".join(str(p) for p in error.absolute_path)
