@@ -116,9 +116,9 @@ def build_app() -> Any:
 
     @app.command()
     def serve(file: Path = file_arg,
-              state_dir: Optional[str] = typer.Option(None, "--state-dir", help="Where durable task records live [env MCPWRAP_STATE_DIR; default: the user state dir]."),
-              secret_file: Optional[str] = typer.Option(None, "--secret-file", help="The shared requestState secret [env MCPWRAP_SECRET_FILE; default: the user config dir]."),
-              log_level: Optional[str] = typer.Option(None, "--log-level", help="debug (also traces every message on stderr), info, warning, error [env MCPWRAP_LOG_LEVEL]."),
+              state_dir: Optional[str] = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir."),
+              secret_file: Optional[str] = typer.Option(None, "--secret-file", help="The shared requestState secret; env MCPWRAP_SECRET_FILE; default: the user config dir."),
+              log_level: Optional[str] = typer.Option(None, "--log-level", help="What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL."),
               watch: bool = typer.Option(True, "--watch/--no-watch", help="Reload the tools file when it changes.")) -> None:
         """Run the MCP server on stdio: MCP messages on stdout, logs on stderr."""
         raise SystemExit(serve_command(file, state_dir, secret_file, log_level, watch))
@@ -242,7 +242,7 @@ def build_app() -> Any:
     secret_app = typer.Typer(help="The shared secret that signs requestState (modern confirmations).",
                              no_args_is_help=True)
     app.add_typer(secret_app, name="secret")
-    secret_opt = typer.Option(None, "--secret-file", help="The secret file [env MCPWRAP_SECRET_FILE; default: the user config dir].")
+    secret_opt = typer.Option(None, "--secret-file", help="The secret file; env MCPWRAP_SECRET_FILE; default: the user config dir.")
 
     @secret_app.command("path")
     def secret_path(secret_file: Optional[str] = secret_opt) -> None:
@@ -283,7 +283,7 @@ def build_app() -> Any:
         "1 the task failed, was cancelled or its tool reported an error; 2 usage or unknown task id; "
         "4 the task is still running (`result` without --wait)."))
     app.add_typer(tasks_app)
-    state_opt = typer.Option(None, "--state-dir", help="Where durable task records live [env MCPWRAP_STATE_DIR; default: the user state dir].")
+    state_opt = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir.")
     json_opt = typer.Option(False, "--json", help="Print JSON instead of text.")
     id_arg = typer.Argument(..., help="A task id, as `mcpwrap tasks list FILE` shows it.")
     exit_pending = 4
@@ -422,7 +422,7 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
                   watch: bool) -> int:
     from mcpwrap import server, signing
 
-    level = option_value(log_level, "--log-level", lambda: "warning")
+    level = option_value(log_level, "--log-level", lambda: "info")
     if level not in LOG_LEVELS:
         _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)} (got {level!r})", EXIT_USAGE)
     state = Path(option_value(state_dir, "--state-dir", default_state_dir))
@@ -430,7 +430,7 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
     options = server.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", default_secret_file)),
         state_dir=state,
-        watch=watch, trace=level == "debug")
+        watch=watch, log_level=level)
     try:
         return server.run(config, options)
     except signing.SecretFileError as exc:

@@ -111,6 +111,7 @@ class Config:
     name: str
     version: str
     instructions: str | None
+    title: str | None
     tools: tuple[Tool, ...]
     digest: str                        # SHA-256 of the file's bytes: binds requestState and tasks
 
@@ -337,6 +338,7 @@ def _read_document(r: _Reader, doc: dict[str, Any], path: Path, digest: str) -> 
         name=r.typed(server, key, "name", str, path.stem),
         version=r.typed(server, key, "version", str, "0.0.0"),
         instructions=r.typed(server, key, "instructions", str),
+        title=r.typed(server, key, "title", str),
         tools=tuple(t for t in tools if t is not None),
         digest=digest,
     )

@@ -35,8 +35,14 @@ WATCH_INTERVAL_S = 0.5
 READ_CHUNK = 65536
 
 
-def log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+LEVELS = ("debug", "info", "warning", "error")
+_threshold = LEVELS.index("info")
+
+
+def log(text: str, level: str = "info") -> None:
+    """mcpwrap's own messages: stderr only, at or above --log-level."""
+    if LEVELS.index(level) >= _threshold:
+        print(text, file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -44,7 +50,7 @@ class Options:
     secret_file: Path
     state_dir: Path
     watch: bool = True
-    trace: bool = False                   # log every message in and out on stderr
+    log_level: str = "info"               # debug also traces every message and tool stderr line
     ask_timeout_s: float | None = None
 
 
@@ -114,8 +120,7 @@ class Driver:
         for action in actions:
             if isinstance(action, Send):
                 data = jsonrpc.encode(action.message)
-                if self.options.trace:
-                    log("mcpwrap -> " + data.decode().rstrip())
+                log("mcpwrap -> " + data.decode().rstrip(), "debug")
                 self.outgoing.send_nowait(data)
             elif isinstance(action, StartCall):
                 self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments)
@@ -127,7 +132,7 @@ class Driver:
                 self.nursery.start_soon(self._timer, action.key,
                                         self.options.ask_timeout_s or action.seconds)
             elif isinstance(action, Stderr):
-                log(action.text)
+                log(action.text, action.level)
             elif isinstance(action, TaskOp):
                 self.nursery.start_soon(self._task_op, action)
 
@@ -158,13 +163,17 @@ class Driver:
         try:
             return await runner.run(
                 tool, arguments,
-                on_stderr=lambda line: self.perform(self.core.log(ctx, "info", tool.name, line)),
+                on_stderr=lambda line: self._tool_stderr(ctx, tool, line),
                 on_progress=lambda p, t, m: self.perform(self.core.progress(ctx, p, t, m)))
         except runner.ArgumentError as exc:
             return error_result(f"{exc}; nothing ran")
         except Exception as exc:  # a bug must cost one call, not the server
-            log("mcpwrap: internal error in a tool call:\n" + traceback.format_exc())
+            log("mcpwrap: internal error in a tool call:\n" + traceback.format_exc(), "error")
             return error_result(f"internal error while running '{tool.name}': {exc}")
+
+    def _tool_stderr(self, ctx: Context, tool: config_module.Tool, line: str) -> None:
+        log(f"mcpwrap [{tool.name}] {line}", "debug")
+        self.perform(self.core.log(ctx, "info", tool.name, line))
 
     async def _timer(self, key: str, seconds: float) -> None:
         await trio.sleep(seconds)
@@ -185,7 +194,7 @@ class Driver:
             except ProtocolError as error:
                 actions = self.core.call_failed(op.ctx, error) if op.op == "result" else [self.core.error(op.ctx, error)]
             except Exception as exc:
-                log("mcpwrap: task store error:\n" + traceback.format_exc())
+                log("mcpwrap: task store error:\n" + traceback.format_exc(), "error")
                 failure = ProtocolError(-32603, f"task store error: {exc}")
                 actions = self.core.call_failed(op.ctx, failure) if op.op == "result" else [self.core.error(op.ctx, failure)]
             finally:
@@ -202,7 +211,7 @@ class Driver:
             await tasks.follow(self.options.state_dir, self.core.config.path, op.task_id or "",
                                lambda before, after: self.perform(self.core.task_changed(op.ctx, before, after)))
         except Exception:
-            log("mcpwrap: cannot follow task status:\n" + traceback.format_exc())
+            log("mcpwrap: cannot follow task status:\n" + traceback.format_exc(), "error")
 
     async def watch(self, path: Path) -> None:
         def signature() -> tuple[int, int, int] | None:
@@ -220,12 +229,12 @@ class Driver:
                 continue
             last = current
             if current is None:
-                log(f"mcpwrap: {path} is gone; keeping the last good tools until it comes back")
+                log(f"mcpwrap: {path} is gone; keeping the last good tools until it comes back", "warning")
                 continue
             try:
                 new = config_module.load(path)
             except config_module.ConfigError as exc:
-                log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}")
+                log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}", "warning")
                 continue
             if new.digest != self.core.config.digest:
                 self.perform(self.core.reload(new))
@@ -258,8 +267,7 @@ async def serve(config: config_module.Config, options: Options) -> int:
 
             def on_chunk(chunk: bytes) -> None:
                 for line in reader.feed(chunk):
-                    if options.trace:
-                        log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"))
+                    log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
                     driver.perform(core.receive(_decode(line)))
 
             await _read_chunks(0, on_chunk)
@@ -285,4 +293,6 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
 
 
 def run(config: config_module.Config, options: Options) -> int:
+    global _threshold
+    _threshold = LEVELS.index(options.log_level)
     return trio.run(serve, config, options)

@@ -555,8 +555,9 @@ def describe(record: TaskRecord, store: Store) -> str:
             ["updated", local_time(record.updated_at)], ["expires", local_time(record.expires_at)]]
     if record.progress:
         p = record.progress
-        total = f"/{p['total']:g}" if p.get("total") is not None else ""
-        rows.append(["progress", f"{p['progress']:g}{total} {p.get('message') or ''}".rstrip()])
+        figures = f"{p['progress']:g}" + (f"/{p['total']:g}" if p.get("total") is not None else "")
+        line = p.get("message") or ""
+        rows.append(["progress", figures if figures in line else f"{figures} {line}".rstrip()])
     if record.supervisor_pid is not None:
         alive = process_start(record.supervisor_pid) == record.supervisor_start
         rows.append(["supervisor", f"pid {record.supervisor_pid} ({'running' if alive else 'exited'})"])

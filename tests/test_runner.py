@@ -222,9 +222,11 @@ progress = '(?P<progress>\d+)/(?P<total>\d+)'
 def _peak_rss_of_call(tmp_path: Path, tool_text: str, tool: str) -> tuple[int, str]:
     path = tmp_path / "big.toml"
     path.write_text(tool_text)
-    code = ("import resource, sys\nsys.argv = ['mcpwrap', 'call', sys.argv[1], sys.argv[2]]\n"
+    # VmHWM, not ru_maxrss: ru_maxrss survives exec, so it would count the forking pytest process.
+    code = ("import sys\nsys.argv = ['mcpwrap', 'call', sys.argv[1], sys.argv[2]]\n"
             "from mcpwrap.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+            "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+            "print('PEAK', hwm, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code, str(path), tool], capture_output=True, text=True, timeout=120)
     peak_kib = int(done.stderr.rsplit("PEAK", 1)[1])
     return peak_kib // 1024, done.stdout

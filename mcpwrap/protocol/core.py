@@ -69,6 +69,7 @@ class StartTimer:
 @dataclass(frozen=True)
 class Stderr:
     text: str
+    level: str = "info"                   # debug | info | warning | error, filtered by --log-level
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ class Core:
             rev = MODERN if modern.is_modern(request.params) and request.method != "initialize" else self.session.rev
             actions = [Send(self._error_message(request.id, error, rev))]
             if error.diagnostic:
-                actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}"))
+                actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}", "warning"))
         return self._flush_batches(actions)
 
     def _modern_context(self, request: Request) -> Context:

@@ -71,7 +71,7 @@ class LegacySession:
         self.event("initialize")
         info: dict[str, Any] = {"name": config.name, "version": config.version}
         if self.rev.has("implementation.title"):
-            info["title"] = config.name
+            info["title"] = config.title or config.name
         if self.rev.has("implementation.description"):
             info["description"] = f"served by mcpwrap {__version__}"
         result: dict[str, Any] = {"protocolVersion": self.rev.version, "capabilities": capabilities(self.rev),

@@ -62,7 +62,7 @@ def read_meta(params: Mapping[str, Any]) -> ModernMeta:
 
 
 def server_info(config: Config) -> dict[str, Any]:
-    return {"name": config.name, "version": config.version, "title": config.name,
+    return {"name": config.name, "version": config.version, "title": config.title or config.name,
             "description": f"served by mcpwrap {__version__}"}
 
 
