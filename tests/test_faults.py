@@ -8,7 +8,9 @@ import queue
 import random
 import subprocess
 import time
+import sys
 from pathlib import Path
+from typing import Any
 
 from tests import procs
 from tests.harness import Server, mcpwrap_cmd, modern_meta
@@ -122,3 +124,66 @@ def test_noise_on_the_pipe_then_correct_answers(tmp_path: Path) -> None:
         assert s.call("ping")["result"] == {}
         assert [t["name"] for t in s.call("tools/list")["result"]["tools"]][0] == "quick"
         assert s.call("tools/call", {"name": "quick", "arguments": {"n": 5}})["result"]["content"][0]["text"] == "5\n"
+
+
+def _task_tools(tmp_path: Path) -> Path:
+    tools = tmp_path / "tasks.toml"
+    tools.write_text('[tools.job]\nshell = "echo done"\ntask = "optional"\n')
+    return tools
+
+
+def test_task_creation_with_an_unusable_state_dir(tmp_path: Path) -> None:
+    blocked = tmp_path / "state-is-a-file"
+    blocked.write_text("not a directory")
+    with Server(_task_tools(tmp_path), tmp_path, state=blocked) as s:
+        s.initialize("2025-11-25")
+        answer = s.call("tools/call", {"name": "job", "arguments": {}, "task": {"ttl": 60000}})
+        assert answer["error"]["code"] == -32603 and "task store" in answer["error"]["message"]
+        assert s.call("ping")["result"] == {}
+    assert blocked.read_text() == "not a directory"
+
+
+def test_no_space_left_leaves_nothing_half_written(tmp_path: Path, monkeypatch: Any) -> None:
+    import errno
+
+    from mcpwrap import tasks
+
+    store = tasks.Store(tmp_path / "store")
+    real_fsync = os.fsync
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    try:
+        store.create(tool="job", arguments={}, ttl_ms=60000, poll_ms=1000, tools_file=tmp_path / "t.toml",
+                     digest="0" * 64, snapshot=None)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    else:
+        raise AssertionError("the write should have failed")
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert list((tmp_path / "store").iterdir()) == [] and store.records() == []
+
+
+def test_killed_writer_never_leaves_a_readable_partial_record(tmp_path: Path) -> None:
+    from mcpwrap import tasks
+
+    root = tmp_path / "store"
+    writer = ("import sys\nfrom pathlib import Path\nfrom mcpwrap import tasks\n"
+              "store = tasks.Store(Path(sys.argv[1]))\n"
+              "while True:\n"
+              "    store.create(tool='job', arguments={'blob': 'x' * 200000}, ttl_ms=600000, poll_ms=1000,\n"
+              "                 tools_file=Path('t.toml'), digest='0' * 64, snapshot=None)\n")
+    rng = random.Random(3)
+    for _ in range(15):
+        proc = subprocess.Popen([sys.executable, "-c", writer, str(root)])
+        time.sleep(rng.uniform(0.15, 0.4))
+        proc.kill()
+        proc.wait()
+    store = tasks.Store(root)
+    names = os.listdir(root)
+    assert any(n.endswith(".json") for n in names)
+    for task_id in store.ids():
+        record = store.read(task_id)
+        assert record is not None and record.arguments["blob"] == "x" * 200000
