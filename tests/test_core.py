@@ -28,6 +28,10 @@ args.target = { type = "string", enum = ["staging", "prod"] }
 command = ["echo", "{name}", "{count}"]
 args.name = { type = "string", elicit = true, description = "who" }
 args.count = { type = "integer", default = 1, elicit = true }
+[tools.job]
+command = ["echo", "{n}"]
+task = "optional"
+args.n = { type = "integer" }
 """
 KEYRING = signing.Keyring(b"k" * 32)
 
@@ -200,6 +204,16 @@ def test_tools_list_pagination() -> None:
     first = sent(feed(core, request(1, "tools/list")))[0]["result"]
     assert [t["name"] for t in first["tools"]] == ["echo", "deploy"]
     second = sent(feed(core, request(2, "tools/list", {"cursor": first["nextCursor"]})))[0]["result"]
-    assert [t["name"] for t in second["tools"]] == ["ask"] and "nextCursor" not in second
+    assert [t["name"] for t in second["tools"]] == ["ask", "job"] and "nextCursor" not in second
     for cursor in ("", "garbage", 3, first["nextCursor"] + "x"):
         assert sent(feed(core, request(3, "tools/list", {"cursor": cursor})))[0]["error"]["code"] == -32602
+
+
+def test_task_request_refused_before_running_is_an_error_not_a_result() -> None:
+    core = make_core()
+    init(core, "2025-11-25")
+    bad = sent(feed(core, request(1, "tools/call", {"name": "job", "arguments": {"n": "x"}, "task": {"ttl": 1000}})))[0]
+    mcpschema.check("2025-11-25", bad, "tools/call")
+    assert bad["error"]["code"] == -32602 and "nothing ran" in bad["error"]["message"]
+    plain = sent(feed(core, request(2, "tools/call", {"name": "job", "arguments": {"n": "x"}})))[0]
+    assert plain["result"]["isError"] is True

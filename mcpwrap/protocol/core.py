@@ -245,7 +245,7 @@ class Core:
             outcome = asking.Pending(ctx, request.tool, dict(request.arguments), as_task=as_task,
                                      original=request.arguments)
         if isinstance(outcome, ToolResult):
-            return [self._reply(ctx, self._render(ctx, outcome))]
+            return [self._refused(ctx, outcome, as_task)]
         return self._advance(outcome)
 
     def _task_decision(self, ctx: Context, tool: Tool) -> bool:
@@ -274,7 +274,7 @@ class Core:
         ctx = pending.ctx
         step = asking.next_step(pending, self.config)
         if isinstance(step, ToolResult):
-            return [self._reply(ctx, self._render(ctx, step))]
+            return [self._refused(ctx, step, pending.as_task)]
         if isinstance(step, ProtocolError):
             raise step
         if step is not None:
@@ -295,9 +295,9 @@ class Core:
             result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
             return [Send(jsonrpc.response(ctx.id, modern.stamp(result, self.config, "input_required")))]
         if not (ctx.rev.has("elicitation.server_request") and asking.can_ask_legacy(ctx.capabilities)):
-            return [self._reply(ctx, self._render(ctx, error_result(
+            return [self._refused(ctx, error_result(
                 f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "
-                "client cannot be asked (it declared no elicitation capability); nothing ran")))]
+                "client cannot be asked (it declared no elicitation capability); nothing ran"), pending.as_task)]
         ask_id = next(self.ask_ids)
         self.asks[ask_id] = replace(pending, question=question)
         self.inflight[ctx.id] = ctx
@@ -316,12 +316,13 @@ class Core:
                 f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
         else:
             outcome = asking.apply_answer(pending, pending.question, response.result or {})
-        return self._continue(pending.ctx, outcome)
+        return self._continue(pending, outcome)
 
-    def _continue(self, ctx: Context, outcome: asking.Pending | ToolResult) -> list[Action]:
+    def _continue(self, pending: asking.Pending, outcome: asking.Pending | ToolResult) -> list[Action]:
+        ctx = pending.ctx
         try:
             if isinstance(outcome, ToolResult):
-                return self._flush_batches([self._reply(ctx, self._render(ctx, outcome))])
+                return self._flush_batches([self._refused(ctx, outcome, pending.as_task)])
             return self._flush_batches(self._advance(outcome))
         except ProtocolError as error:
             return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
@@ -332,8 +333,15 @@ class Core:
             return []
         del self.inflight[pending.ctx.id]
         cancel = jsonrpc.notification("notifications/cancelled", {"requestId": key, "reason": "timed out"})
-        return [Send(cancel)] + self._continue(pending.ctx, error_result(
+        return [Send(cancel)] + self._continue(pending, error_result(
             f"no answer from the user within {ELICIT_TIMEOUT_S:g}s; nothing ran"))
+
+    def _refused(self, ctx: Context, result: ToolResult, as_task: bool) -> Send:
+        """A call that ends before anything ran. A 2025-11-25 task-augmented request
+        expects a task or an error, never a plain tool result, so it gets the error."""
+        if as_task and ctx.rev.has("tasks.core"):
+            return Send(self._error_message(ctx.id, ProtocolError(-32602, result.text), ctx.rev))
+        return self._reply(ctx, self._render(ctx, result))
 
     # --- outcomes reported by the driver ------------------------------------------------
     def call_done(self, ctx: Context, result: ToolResult) -> list[Action]:
