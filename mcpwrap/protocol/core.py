@@ -18,11 +18,12 @@ from typing import Any
 from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
-from mcpwrap.protocol import asking, modern
+from mcpwrap.protocol import asking, modern, tasking
 from mcpwrap.protocol.legacy import LegacySession, level_allows
 from mcpwrap.protocol.revisions import (EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION, Revision)
 from mcpwrap.protocol.tools import ProtocolError, invalid_params, list_page, parse_call, render_result
 from mcpwrap.result import ToolResult, error_result
+from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.signing import Keyring
 
 
@@ -201,16 +202,16 @@ class Core:
     def _legacy(self, ctx: Context) -> list[Action]:
         self.session.admit(ctx.method)
         if ctx.method == "initialize":
-            return [self._reply(ctx, self.session.initialize(dict(ctx.params), self.config, self.capabilities))]
+            return [self.reply(ctx, self.session.initialize(dict(ctx.params), self.config, self.capabilities))]
         if ctx.method not in self.session.rev.methods:
             raise ProtocolError(-32601, f"Method not found: {ctx.method}")
         if ctx.method == "ping":
-            return [self._reply(ctx, {})]
+            return [self.reply(ctx, {})]
         if ctx.method == "logging/setLevel":
             self.session.set_level(dict(ctx.params))
-            return [self._reply(ctx, {})]
+            return [self.reply(ctx, {})]
         if ctx.method == "tools/list":
-            return [self._reply(ctx, list_page(self.config, ctx.rev, ctx.params.get("cursor"), self.page_size))]
+            return [self.reply(ctx, list_page(self.config, ctx.rev, ctx.params.get("cursor"), self.page_size))]
         if ctx.method == "tools/call":
             return self._call(ctx)
         return self._task_request(ctx)
@@ -224,10 +225,10 @@ class Core:
         if ctx.method not in MODERN.methods:
             raise ProtocolError(-32601, f"Method not found: {ctx.method}")
         if ctx.method == "server/discover":
-            return [self._reply(ctx, modern.discover(self.config, self.capabilities(ctx.rev)))]
+            return [self.reply(ctx, modern.discover(self.config, self.capabilities(ctx.rev)))]
         if ctx.method == "tools/list":
             page = list_page(self.config, ctx.rev, ctx.params.get("cursor"), self.page_size)
-            return [self._reply(ctx, modern.cacheable(page))]
+            return [self.reply(ctx, modern.cacheable(page))]
         if ctx.method == "subscriptions/listen":
             honoured = modern.listen_filter(ctx.params)
             self.listens[ctx.id] = honoured
@@ -341,13 +342,13 @@ class Core:
         expects a task or an error, never a plain tool result, so it gets the error."""
         if as_task and ctx.rev.has("tasks.core"):
             return Send(self._error_message(ctx.id, ProtocolError(-32602, result.text), ctx.rev))
-        return self._reply(ctx, self._render(ctx, result))
+        return self.reply(ctx, self._render(ctx, result))
 
     # --- outcomes reported by the driver ------------------------------------------------
     def call_done(self, ctx: Context, result: ToolResult) -> list[Action]:
         if self.inflight.pop(ctx.id, None) is None:
             return []                      # cancelled: no response for that id, ever
-        return self._flush_batches([self._reply(ctx, self._render(ctx, result))])
+        return self._flush_batches([self.reply(ctx, self._render(ctx, result))])
 
     def call_failed(self, ctx: Context, error: ProtocolError) -> list[Action]:
         if self.inflight.pop(ctx.id, None) is None:
@@ -414,13 +415,11 @@ class Core:
     def _render(self, ctx: Context, result: ToolResult) -> dict[str, Any]:
         return render_result(result, ctx.rev)
 
-    def _reply(self, ctx: Context, result: dict[str, Any]) -> Send:
+    def reply(self, ctx: Context, result: dict[str, Any]) -> Send:
+        """A result for the request's era: modern results are stamped (resultType, serverInfo)."""
         if ctx.modern:
             result = modern.stamp(result, self.config)
         return Send(jsonrpc.response(ctx.id, result))
-
-    def reply(self, ctx: Context, result: dict[str, Any]) -> Send:
-        return self._reply(ctx, result)
 
     def _error_message(self, request_id: RequestId | None, error: ProtocolError, rev: Revision) -> dict[str, Any]:
         if error.code not in rev.error_codes:
@@ -453,60 +452,48 @@ class Core:
         return [TaskOp(ctx, "list", cursor=cursor)]
 
     # --- tasks: outcomes of TaskOps, rendered per era (records come from tasks.perform) ---
-    def task_created(self, ctx: Context, record: Any) -> list[Action]:
+    def task_created(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """The task handle; a legacy session also gets a watcher for its status notifications."""
-        from mcpwrap.protocol import tasking
-
         result = tasking.create_result(record, ctx.rev)
         actions: list[Action] = [Send(jsonrpc.response(ctx.id, modern.stamp(result, self.config, "task")))
-                                 if ctx.modern else self._reply(ctx, result)]
+                                 if ctx.modern else self.reply(ctx, result)]
         if not ctx.modern and ctx.rev.has("tasks.core"):
             actions.append(TaskOp(ctx, "watch", task_id=record.task_id))
         return self._flush_batches(actions)
 
-    def task_status(self, ctx: Context, record: Any) -> list[Action]:
-        from mcpwrap.protocol import tasking
-
+    def task_status(self, ctx: Context, record: TaskRecord) -> list[Action]:
         result = tasking.modern_detailed(record, ctx.rev) if ctx.modern else tasking.legacy_task(record)
-        return [self._reply(ctx, result)]
+        return [self.reply(ctx, result)]
 
-    def task_cancelled(self, ctx: Context, record: Any, was_terminal: bool) -> list[Action]:
+    def task_cancelled(self, ctx: Context, record: TaskRecord, was_terminal: bool) -> list[Action]:
         """2025-11-25 answers with the task (-32602 if it had finished); the extension only acks."""
-        from mcpwrap.protocol import tasking
-
         if ctx.modern:
-            return [self._reply(ctx, {})]
+            return [self.reply(ctx, {})]
         if was_terminal:
             return [self.error(ctx, tasking.terminal_error(record))]
-        return [self._reply(ctx, tasking.legacy_task(record))]
+        return [self.reply(ctx, tasking.legacy_task(record))]
 
     def task_updated(self, ctx: Context) -> list[Action]:
-        return [self._reply(ctx, {})]      # mcpwrap never asks inside a task: every key is ignored
+        return [self.reply(ctx, {})]      # mcpwrap never asks inside a task: every key is ignored
 
-    def task_page(self, ctx: Context, records: list[Any], next_cursor: str | None) -> list[Action]:
-        from mcpwrap.protocol import tasking
-
-        return [self._reply(ctx, tasking.legacy_list(records, next_cursor))]
+    def task_page(self, ctx: Context, records: list[TaskRecord], next_cursor: str | None) -> list[Action]:
+        return [self.reply(ctx, tasking.legacy_list(records, next_cursor))]
 
     def task_waiting(self, ctx: Context) -> bool:
         """Whether a blocked tasks/result still has a client waiting (not cancelled)."""
         return ctx.id in self.inflight
 
-    def task_payload(self, ctx: Context, record: Any) -> list[Action]:
+    def task_payload(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """tasks/result of a terminal task: the call's result (or error), unless the client cancelled."""
-        from mcpwrap.protocol import tasking
-
         if self.inflight.pop(ctx.id, None) is None:
             return []
         try:
-            return self._flush_batches([self._reply(ctx, tasking.legacy_payload(record, ctx.rev))])
+            return self._flush_batches([self.reply(ctx, tasking.legacy_payload(record, ctx.rev))])
         except ProtocolError as error:
             return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
 
-    def task_changed(self, ctx: Context, previous: Any, current: Any) -> list[Action]:
+    def task_changed(self, ctx: Context, previous: TaskRecord | None, current: TaskRecord) -> list[Action]:
         """A watched task moved: progress on the call's token, then notifications/tasks/status."""
-        from mcpwrap.protocol import tasking
-
         if not self.session.open:
             return []
         actions: list[Action] = []
