@@ -21,7 +21,8 @@ from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Re
 from mcpwrap.protocol import asking, modern, tasking
 from mcpwrap.protocol.legacy import LegacySession, level_allows
 from mcpwrap.protocol.revisions import (EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION, Revision)
-from mcpwrap.protocol.tools import ProtocolError, invalid_params, list_page, parse_call, render_result
+from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, parse_call, progress_params,
+                                    render_result)
 from mcpwrap.result import ToolResult, error_result
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.signing import Keyring
@@ -254,9 +255,7 @@ class Core:
         if not self.tasks_enabled:
             return False
         if ctx.rev.has("tasks.core"):
-            from mcpwrap.protocol.tasking import check_task_params
-
-            check_task_params(ctx.params)
+            tasking.check_task_params(ctx.params)
             asked = isinstance(ctx.params.get("task"), dict)
             if asked and tool.task == "never":
                 raise ProtocolError(-32601, f"tool '{tool.name}' does not support task execution")
@@ -358,11 +357,7 @@ class Core:
     def progress(self, ctx: Context, progress: float, total: float | None, message: str | None) -> list[Action]:
         if ctx.progress_token is None or ctx.id not in self.inflight:
             return []
-        params: dict[str, Any] = {"progressToken": ctx.progress_token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message and ctx.rev.has("progress.message"):
-            params["message"] = message
+        params = progress_params(ctx.progress_token, progress, total, message, ctx.rev)
         return [Send(jsonrpc.notification("notifications/progress", params))]
 
     def log(self, ctx: Context, level: str, logger: str, data: Any) -> list[Action]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from mcpwrap.config import Tool
 from mcpwrap.protocol.revisions import Revision
-from mcpwrap.protocol.tools import ProtocolError, invalid_params, render_result
+from mcpwrap.protocol.tools import ProtocolError, invalid_params, progress_params, render_result
 from mcpwrap.result import (
     NO_STRUCTURED,
     MalformedOutput,
@@ -163,13 +163,18 @@ def legacy_status(record: TaskRecord) -> str:
     return "failed" if record.status == "completed" and record.is_error else record.status
 
 
-def legacy_task(record: TaskRecord) -> dict[str, Any]:
-    task: dict[str, Any] = {"taskId": record.task_id, "status": legacy_status(record)}
+def _task(record: TaskRecord, status: str, ttl_key: str, poll_key: str) -> dict[str, Any]:
+    """The task object; the eras differ in the status vocabulary and the names of two fields."""
+    task: dict[str, Any] = {"taskId": record.task_id, "status": status}
     if record.status_message:
         task["statusMessage"] = record.status_message
-    task.update(createdAt=iso(record.created_at), lastUpdatedAt=iso(record.updated_at),
-                ttl=record.ttl_ms, pollInterval=record.poll_ms)
+    task.update({"createdAt": iso(record.created_at), "lastUpdatedAt": iso(record.updated_at),
+                 ttl_key: record.ttl_ms, poll_key: record.poll_ms})
     return task
+
+
+def legacy_task(record: TaskRecord) -> dict[str, Any]:
+    return _task(record, legacy_status(record), "ttl", "pollInterval")
 
 
 def legacy_payload(record: TaskRecord, rev: Revision) -> dict[str, Any]:
@@ -199,23 +204,14 @@ def progress_params(record: TaskRecord, token: str | int, rev: Revision) -> dict
     progress = record.progress
     if record.terminal or not progress:
         return None
-    params: dict[str, Any] = {"progressToken": token, "progress": progress["progress"]}
-    if progress.get("total") is not None:
-        params["total"] = progress["total"]
-    if progress.get("message") and rev.has("progress.message"):
-        params["message"] = progress["message"]
+    params = progress_params(token, progress["progress"], progress.get("total"), progress.get("message"), rev)
     params["_meta"] = {RELATED_TASK: {"taskId": record.task_id}}
     return params
 
 
 # --- 2026-07-28 extension -----------------------------------------------------------------
 def modern_task(record: TaskRecord) -> dict[str, Any]:
-    task: dict[str, Any] = {"taskId": record.task_id, "status": record.status}
-    if record.status_message:
-        task["statusMessage"] = record.status_message
-    task.update(createdAt=iso(record.created_at), lastUpdatedAt=iso(record.updated_at),
-                ttlMs=record.ttl_ms, pollIntervalMs=record.poll_ms)
-    return task
+    return _task(record, record.status, "ttlMs", "pollIntervalMs")
 
 
 def modern_detailed(record: TaskRecord, rev: Revision) -> dict[str, Any]:

@@ -133,3 +133,14 @@ def render_result(result: ToolResult, rev: Revision) -> dict[str, Any]:
         out["structuredContent"] = structured
     out["isError"] = result.is_error
     return out
+
+
+def progress_params(token: str | int, progress: float, total: float | None, message: str | None,
+                    rev: Revision) -> dict[str, Any]:
+    """notifications/progress params; `message` only where the revision defines it."""
+    params: dict[str, Any] = {"progressToken": token, "progress": progress}
+    if total is not None:
+        params["total"] = total
+    if message and rev.has("progress.message"):
+        params["message"] = message
+    return params
