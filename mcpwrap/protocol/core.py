@@ -494,7 +494,7 @@ class Core:
         actions: list[Action] = []
         before = previous.progress if previous is not None else None
         if ctx.progress_token is not None and current.progress != before:
-            params = tasking.progress_params(current, ctx.progress_token, ctx.rev)
+            params = tasking.task_progress_params(current, ctx.progress_token, ctx.rev)
             if params is not None:
                 actions.append(Send(jsonrpc.notification("notifications/progress", params)))
         if tasking.status_changed(previous, current):

@@ -199,7 +199,7 @@ def status_changed(previous: TaskRecord | None, current: TaskRecord) -> bool:
     return before != (legacy_status(current), current.status_message)
 
 
-def progress_params(record: TaskRecord, token: str | int, rev: Revision) -> dict[str, Any] | None:
+def task_progress_params(record: TaskRecord, token: str | int, rev: Revision) -> dict[str, Any] | None:
     """A progress notification for a running task, on the call's original token (none once terminal)."""
     progress = record.progress
     if record.terminal or not progress:
