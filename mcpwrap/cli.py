@@ -348,9 +348,14 @@ def build_app() -> Any:
 
         store = task_store(file, state_dir)
         record = task_record(store, task_id)
+        progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
         while wait and not record.terminal:
             time.sleep(tasks.RESULT_POLL_S)
             record = task_record(store, task_id)
+            if progress and record.progress:
+                progress.update(record.progress["progress"], record.progress.get("total"), None)
+        if progress:
+            progress.clear()
         if not record.terminal:
             _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", exit_pending)
         if as_json:
