@@ -135,6 +135,12 @@ async def _end_group(process: trio.Process, grace_s: float) -> None:
 
 
 @functools.cache
+def _spawn_slots() -> trio.CapacityLimiter:
+    """Spawns in flight at once: more threads than cores only fight over the GIL."""
+    return trio.CapacityLimiter(2 * (os.cpu_count() or 1))
+
+
+@functools.cache
 def _inherited_env() -> dict[str, str]:
     """The server's environment, copied once: it does not change while serving."""
     return dict(os.environ)
@@ -186,9 +192,10 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     capture = _Capture(bytearray())
     started = time.monotonic()
     try:
-        process = await trio.lowlevel.open_process(
-            argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=str(tool.cwd), env=env, start_new_session=True, close_fds=True)
+        async with _spawn_slots():
+            process = await trio.lowlevel.open_process(
+                argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cwd=str(tool.cwd), env=env, start_new_session=True, close_fds=True)
     except OSError as exc:
         return error_result(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
     timed_out = False
