@@ -217,3 +217,17 @@ def test_task_request_refused_before_running_is_an_error_not_a_result() -> None:
     assert bad["error"]["code"] == -32602 and "nothing ran" in bad["error"]["message"]
     plain = sent(feed(core, request(2, "tools/call", {"name": "job", "arguments": {"n": "x"}})))[0]
     assert plain["result"]["isError"] is True
+
+
+def test_batch_answers_broken_items_inside_the_array() -> None:
+    core = make_core()
+    init(core, "2025-03-26")
+    out = sent(feed(core, b'[{"jsonrpc":"2.0","id":1,"method":"ping"},{"foo":1},{"jsonrpc":"2.0","method":"notifications/x"}]'))
+    assert len(out) == 1 and isinstance(out[0], list)
+    assert sorted(str(m.get("id")) for m in out[0]) == ["1", "None"]
+    only_broken = sent(feed(core, b'[{"foo":1},{"jsonrpc":"2.0","method":"notifications/x"}]'))
+    assert len(only_broken) == 1 and only_broken[0][0]["error"]["code"] == -32600
+    only_notes = sent(feed(core, b'[{"jsonrpc":"2.0","method":"notifications/x"}]'))
+    assert only_notes == []
+    for message in out[0] + only_broken[0]:
+        mcpschema.check("2025-03-26", message, "ping")

@@ -142,13 +142,18 @@ class Core:
                 isinstance(m, Request) and m.method == "initialize" for m in batch.items):
             error = ProtocolError(-32600, f"batches are not accepted in protocol revision {self.session.rev.version}")
             return [Send(self._error_message(None, error, self.session.rev))]
-        actions: list[Action] = []
-        ids = {m.id for m in batch.items if isinstance(m, Request)}
-        state = _BatchState(set(ids), [])
+        ids = {m.id for m in batch.items if isinstance(m, Request)} - set(self.inflight)
+        # Broken items are answered inside the batch's array; they are known at once, so they go first.
+        state = _BatchState(set(ids), [self._error_message(m.id, ProtocolError(m.code, m.message), self.session.rev)
+                                       for m in batch.items if isinstance(m, Invalid)])
         for request_id in ids:
             self.batches[request_id] = state
+        actions: list[Action] = []
         for item in batch.items:
-            actions += self.receive(item)
+            if not isinstance(item, Invalid):
+                actions += self.receive(item)
+        if not ids and state.answers:
+            actions.append(Send(state.answers))   # nothing to wait for: only broken items needed answers
         return self._flush_batches(actions)
 
     def _flush_batches(self, actions: list[Action]) -> list[Action]:
