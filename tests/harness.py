@@ -117,7 +117,7 @@ class Server:
         params = message.get("params") or {}
         related = params.get("progressToken", params.get("requestId"))
         for request_id, (_, rev) in self.pending.items():
-            if related == request_id or related == f"p{request_id}":
+            if related == request_id:
                 return rev
         return self.rev or MODERN
 
