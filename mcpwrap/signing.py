@@ -46,6 +46,8 @@ from typing import Any
 
 import orjson
 
+from mcpwrap.durable import write_atomic
+
 DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
 ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long
 MIN_KEY_BYTES = 32  # HMAC-SHA256 gains nothing from more, loses strength with less
@@ -176,43 +178,14 @@ def _render(keyring: Keyring) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def _write_temp(path: Path, data: bytes) -> Path:
-    """A fully written, fsynced 0600 file next to ``path``, ready to link or rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask, the owner must be able to read it
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-        os.fsync(fd)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        os.close(fd)
-    return tmp
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _create(path: Path) -> bool:
     """Publish a new secret unless one exists; True if this call's secret won."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = _write_temp(path, _render(Keyring(secrets.token_bytes(_KEY_BYTES))))
         try:
-            os.link(tmp, path)  # atomic and exclusive: exactly one creator wins
+            write_atomic(path, _render(Keyring(secrets.token_bytes(_KEY_BYTES))), exclusive=True)
         except FileExistsError:
-            return False
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+            return False                  # another process won the race: its secret is the one
         return True
     except OSError as exc:
         raise _refuse(path, f"cannot be created ({exc.strerror})", _fix_dir(path)) from None
@@ -239,9 +212,7 @@ def rotate_secret(path: Path, now: float) -> Keyring:
         old = load_secret(path, now)
         new = Keyring(secrets.token_bytes(_KEY_BYTES), ((old.current, now), *old.previous))
         try:
-            tmp = _write_temp(path, _render(new))
-            os.replace(tmp, path)
-            _fsync_dir(path.parent)
+            write_atomic(path, _render(new))
         except OSError as exc:
             raise _refuse(path, f"cannot be rewritten ({exc.strerror})", _fix_dir(path)) from None
         return new

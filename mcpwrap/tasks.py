@@ -40,6 +40,7 @@ import orjson
 import trio
 
 from mcpwrap import config as config_module
+from mcpwrap.durable import write_atomic
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -94,34 +95,6 @@ def _decode(data: bytes) -> TaskRecord:
         raise ValueError(f"task record format {doc.get('v') if isinstance(doc, dict) else '?'} is not "
                          f"{RECORD_VERSION}: written by another mcpwrap version")
     return TaskRecord(**{k: v for k, v in doc.items() if k in _FIELDS})
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes, exclusive: bool = False) -> None:
-    """Temp file, fsync, then rename (or link, which refuses to replace), then fsync the directory."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if exclusive:
-            os.link(tmp, path)
-            os.unlink(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 class Store:
