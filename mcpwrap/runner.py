@@ -97,6 +97,15 @@ def _signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def proc_stat(pid: int | str) -> list[bytes] | None:
+    """/proc/<pid>/stat after the command name (index 0 = state, 2 = pgid, 19 = start time); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def group_alive(pgid: int) -> bool:
     """True while a live (non-zombie) process is in the group.
 
@@ -109,17 +118,8 @@ def group_alive(pgid: int) -> bool:
         entries = os.listdir("/proc")
     except OSError:
         return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+    return any(stat is not None and int(stat[2]) == pgid and stat[0] != b"Z"
+               for stat in map(proc_stat, filter(str.isdigit, entries)))
 
 
 async def _end_group(process: trio.Process, grace_s: float) -> None:

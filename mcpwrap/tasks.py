@@ -40,6 +40,7 @@ import orjson
 import trio
 
 from mcpwrap import config as config_module
+from mcpwrap import runner
 from mcpwrap.durable import write_atomic
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
@@ -74,15 +75,11 @@ def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
 
 
 def process_start(pid: int, zombies: bool = False) -> int | None:
-    """Start time (clock ticks since boot, /proc/<pid>/stat field 22); None if gone (or a zombie)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            after_name = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+    """Start time (clock ticks since boot), which tells a reused pid apart; None if gone (or a zombie)."""
+    stat = runner.proc_stat(pid)
+    if stat is None or (stat[0] == b"Z" and not zombies):
         return None
-    if after_name[0] == b"Z" and not zombies:
-        return None
-    return int(after_name[19])          # field 3 is index 0 after the name
+    return int(stat[19])
 
 
 def _encode(record: TaskRecord) -> bytes:
@@ -298,7 +295,7 @@ def _snapshot(config: config_module.Config) -> str | None:
     """The tools file's text if it is still what the server validated against."""
     try:
         raw = Path(config.path).read_bytes()
-        return raw.decode() if hashlib.sha256(raw).hexdigest() == config.digest else None
+        return raw.decode() if config_module.digest_of(raw) == config.digest else None
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -458,7 +455,6 @@ def _load_tool(record: TaskRecord) -> config_module.Tool:
 
 
 async def supervise(store: Store, task_id: str) -> int:
-    from mcpwrap import runner
     from mcpwrap.result import error_result
 
     me = os.getpid()
