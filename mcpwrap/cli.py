@@ -247,7 +247,7 @@ def build_app() -> Any:
     @secret_app.command("path")
     def secret_path(secret_file: Optional[str] = secret_opt) -> None:
         """Print where the secret file is (it may not exist yet)."""
-        print(option_value(secret_file, "--secret-file", default_secret_file))  # stdout-ok
+        print(option_value(secret_file, "--secret-file", _default_secret_file))  # stdout-ok
 
     @secret_app.command("init")
     def secret_init(secret_file: Optional[str] = secret_opt) -> None:
@@ -256,7 +256,7 @@ def build_app() -> Any:
 
         from mcpwrap import signing
 
-        path = Path(option_value(secret_file, "--secret-file", default_secret_file))
+        path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
         try:
             _, created = signing.init_secret(path, time.time())
         except signing.SecretFileError as exc:
@@ -270,7 +270,7 @@ def build_app() -> Any:
 
         from mcpwrap import signing
 
-        path = Path(option_value(secret_file, "--secret-file", default_secret_file))
+        path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
         try:
             signing.rotate_secret(path, time.time())
         except signing.SecretFileError as exc:
@@ -399,21 +399,20 @@ def build_app() -> Any:
     return app
 
 
-LOG_LEVELS = ("debug", "info", "warning", "error")
 SERVE_OPTIONS = {"--state-dir": "MCPWRAP_STATE_DIR", "--secret-file": "MCPWRAP_SECRET_FILE",
                  "--log-level": "MCPWRAP_LOG_LEVEL"}
+
+
+def _default_secret_file() -> Path:
+    from mcpwrap.signing import default_secret_path
+
+    return default_secret_path()
 
 
 def default_state_dir() -> Path:
     import platformdirs
 
     return platformdirs.user_state_path("mcpwrap")
-
-
-def default_secret_file() -> Path:
-    import platformdirs
-
-    return platformdirs.user_config_path("mcpwrap") / "secret"
 
 
 def option_value(given: str | None, name: str, default: Callable[[], Any]) -> Any:
@@ -428,12 +427,12 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
     from mcpwrap import server, signing
 
     level = option_value(log_level, "--log-level", lambda: "info")
-    if level not in LOG_LEVELS:
-        _fail(f"--log-level must be one of {', '.join(LOG_LEVELS)} (got {level!r})", EXIT_USAGE)
+    if level not in server.LEVELS:
+        _fail(f"--log-level must be one of {', '.join(server.LEVELS)} (got {level!r})", EXIT_USAGE)
     state = Path(option_value(state_dir, "--state-dir", default_state_dir))
     config = _load(file, state / "validated")
     options = server.Options(
-        secret_file=Path(option_value(secret_file, "--secret-file", default_secret_file)),
+        secret_file=Path(option_value(secret_file, "--secret-file", _default_secret_file)),
         state_dir=state,
         watch=watch, log_level=level)
     try:

@@ -51,7 +51,6 @@ class Options:
     state_dir: Path
     watch: bool = True
     log_level: str = "info"               # debug also traces every message and tool stderr line
-    ask_timeout_s: float | None = None
 
 
 class SecretSource:
@@ -76,8 +75,7 @@ class _Output:
 
     def __init__(self, fd: int) -> None:
         self.fd = os.dup(fd)
-        self.regular = stat.S_ISREG(os.fstat(self.fd).st_mode)
-        self.stream = None if self.regular else trio.lowlevel.FdStream(self.fd)
+        self.stream = None if stat.S_ISREG(os.fstat(self.fd).st_mode) else trio.lowlevel.FdStream(self.fd)
 
     async def write(self, data: bytes) -> None:
         if self.stream is None:
@@ -114,7 +112,6 @@ class Driver:
     outgoing: trio.MemorySendChannel[bytes]
     scopes: dict[Any, trio.CancelScope] = field(default_factory=dict)
     limiters: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
-    tasks: Any = None
 
     def perform(self, actions: list[Action]) -> None:
         for action in actions:
@@ -129,8 +126,7 @@ class Driver:
                 if scope is not None:
                     scope.cancel()
             elif isinstance(action, StartTimer):
-                self.nursery.start_soon(self._timer, action.key,
-                                        self.options.ask_timeout_s or action.seconds)
+                self.nursery.start_soon(self._timer, action.key, action.seconds)
             elif isinstance(action, Stderr):
                 log(action.text, action.level)
             elif isinstance(action, TaskOp):

@@ -98,7 +98,7 @@ def _invalid(pending: Pending, problems: list[str]) -> ToolResult | ProtocolErro
     return ProtocolError(-32602, message)
 
 
-def next_step(pending: Pending, config: Config) -> Question | ToolResult | ProtocolError | None:
+def next_step(pending: Pending) -> Question | ToolResult | ProtocolError | None:
     """What the call still needs: a question, a refusal, or nothing (ready to run)."""
     tool = pending.tool
     missing = tuple(a for a in tool.args if a.elicit and a.name not in pending.arguments)
@@ -119,9 +119,8 @@ def next_step(pending: Pending, config: Config) -> Question | ToolResult | Proto
     return None
 
 
-def apply_answer(pending: Pending, question: Question | str | None, answer: Mapping[str, Any]) -> Pending | ToolResult:
-    """Fold one ElicitResult into the call; decline and cancel end it with nothing run."""
-    key = question.key if isinstance(question, Question) else question
+def apply_answer(pending: Pending, key: str | None, answer: Mapping[str, Any]) -> Pending | ToolResult:
+    """Fold one ElicitResult (to the question `key` names) into the call; decline and cancel end it."""
     action = answer.get("action")
     if action in ("decline", "cancel"):
         verb = "declined" if action == "decline" else "cancelled"
@@ -148,12 +147,10 @@ def apply_answer(pending: Pending, question: Question | str | None, answer: Mapp
     return replace(pending, arguments=gathered, round=pending.round + 1)
 
 
-def can_ask_modern(capabilities: Mapping[str, Any]) -> bool:
+def can_ask(capabilities: Mapping[str, Any]) -> bool:
+    """Form elicitation declared (an empty `elicitation` object means form mode in every revision)."""
     elicitation = capabilities.get("elicitation")
     return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
-
-
-can_ask_legacy = can_ask_modern
 
 
 def seal_state(pending: Pending, question: Question, config: Config, keyring: signing.Keyring, now: float) -> str:

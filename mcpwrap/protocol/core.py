@@ -101,13 +101,11 @@ class _BatchState:
 
 class Core:
     def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
-                 clock: Callable[[], float], tasks_enabled: bool = True,
-                 page_size: int = 500) -> None:
+                 clock: Callable[[], float], page_size: int = 500) -> None:
         self.config = config
         self.session = LegacySession()
         self.keyring_source = keyring_source
         self.clock = clock
-        self.tasks_enabled = tasks_enabled
         self.page_size = page_size
         self.inflight: dict[RequestId, Context] = {}
         self.listens: dict[RequestId, dict[str, Any]] = {}
@@ -118,9 +116,9 @@ class Core:
     # --- capabilities -------------------------------------------------------------------
     def capabilities(self, rev: Revision) -> dict[str, Any]:
         caps: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}}
-        if self.tasks_enabled and rev.has("tasks.core"):
+        if rev.has("tasks.core"):
             caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
-        if self.tasks_enabled and rev.modern:
+        if rev.modern:
             caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
@@ -224,7 +222,7 @@ class Core:
 
     def _modern(self, ctx: Context) -> list[Action]:
         extension = TASKS_EXTENSION in (ctx.capabilities.get("extensions") or {})
-        if ctx.method in EXTENSION_TASK_METHODS and self.tasks_enabled:
+        if ctx.method in EXTENSION_TASK_METHODS:
             if not extension:
                 raise _needs_tasks_extension()
             return self._task_request(ctx)
@@ -257,8 +255,6 @@ class Core:
 
     def _task_decision(self, ctx: Context, tool: Tool) -> bool:
         """Whether this call becomes a task; raises the revision's error when it cannot run."""
-        if not self.tasks_enabled:
-            return False
         if ctx.rev.has("tasks.core"):
             tasking.check_task_params(ctx.params)
             asked = isinstance(ctx.params.get("task"), dict)
@@ -277,7 +273,7 @@ class Core:
     def _advance(self, pending: asking.Pending) -> list[Action]:
         """Ask what is still missing, or start the call (or task)."""
         ctx = pending.ctx
-        step = asking.next_step(pending, self.config)
+        step = asking.next_step(pending)
         if isinstance(step, ToolResult):
             return [self._refused(ctx, step, pending.as_task)]
         if isinstance(step, ProtocolError):
@@ -292,14 +288,14 @@ class Core:
     def _ask(self, pending: asking.Pending, question: asking.Question) -> list[Action]:
         ctx = pending.ctx
         if ctx.modern:
-            if not asking.can_ask_modern(ctx.capabilities):
+            if not asking.can_ask(ctx.capabilities):
                 raise ProtocolError(-32021, f"tool '{pending.tool.name}' needs {question.purpose} from the user, "
                                     "and this request declares no elicitation capability",
                                     {"requiredCapabilities": {"elicitation": {}}})
             state = asking.seal_state(pending, question, self.config, self.keyring_source(), self.clock())
             result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
             return [Send(jsonrpc.response(ctx.id, modern.stamp(result, self.config, "input_required")))]
-        if not (ctx.rev.has("elicitation.server_request") and asking.can_ask_legacy(ctx.capabilities)):
+        if not (ctx.rev.has("elicitation.server_request") and asking.can_ask(ctx.capabilities)):
             return [self._refused(ctx, error_result(
                 f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "
                 "client cannot be asked (it declared no elicitation capability); nothing ran"), pending.as_task)]
@@ -320,7 +316,8 @@ class Core:
             outcome: asking.Pending | ToolResult = error_result(
                 f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
         else:
-            outcome = asking.apply_answer(pending, pending.question, response.result or {})
+            key = pending.question.key if pending.question else None
+            outcome = asking.apply_answer(pending, key, response.result or {})
         return self._continue(pending, outcome)
 
     def _continue(self, pending: asking.Pending, outcome: asking.Pending | ToolResult) -> list[Action]:
