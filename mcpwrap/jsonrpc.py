@@ -100,6 +100,13 @@ def decode(line: bytes) -> Message:
     return classify(obj)
 
 
+def decode_line(line: bytes | None) -> Message:
+    """A line from `LineReader`: None stands for a line over the size limit, which was dropped."""
+    if line is None:
+        return Invalid(INVALID_REQUEST, f"message too large: lines are limited to {MAX_LINE} bytes")
+    return decode(line)
+
+
 def encode(message: dict[str, Any] | list[dict[str, Any]]) -> bytes:
     """One message (or batch answer) as one line; orjson never emits raw newlines."""
     return orjson.dumps(message) + b"\n"

@@ -172,7 +172,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
               on_progress: OnProgress | None = None, kill_grace_s: float | None = None) -> ToolResult:
     """Run one validated call to completion; cancellation kills the process group."""
     args = with_defaults(tool, args)
-    argv = build_argv(tool, args) if tool.command is not None else ["/bin/sh", "-c", tool.shell or ""]
+    argv = build_argv(tool, args)
     env = build_env(tool, args, _inherited_env())
     stdin: Any = subprocess.DEVNULL
     stdin_data: bytes | None = None

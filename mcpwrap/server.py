@@ -45,6 +45,11 @@ def log(text: str, level: str = "info") -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+def tracing() -> bool:
+    """--log-level debug: only then is a trace line worth formatting (it costs on every message)."""
+    return _threshold == 0
+
+
 @dataclass
 class Options:
     secret_file: Path
@@ -117,7 +122,8 @@ class Driver:
         for action in actions:
             if isinstance(action, Send):
                 data = jsonrpc.encode(action.message)
-                log("mcpwrap -> " + data.decode().rstrip(), "debug")
+                if tracing():
+                    log("mcpwrap -> " + data.decode().rstrip(), "debug")
                 self.outgoing.send_nowait(data)
             elif isinstance(action, StartCall):
                 self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments)
@@ -168,7 +174,8 @@ class Driver:
             return error_result(f"internal error while running '{tool.name}': {exc}")
 
     def _tool_stderr(self, ctx: Context, tool: config_module.Tool, line: str) -> None:
-        log(f"mcpwrap [{tool.name}] {line}", "debug")
+        if tracing():
+            log(f"mcpwrap [{tool.name}] {line}", "debug")
         self.perform(self.core.log(ctx, "info", tool.name, line))
 
     async def _timer(self, key: str, seconds: float) -> None:
@@ -261,24 +268,18 @@ async def serve(config: config_module.Config, options: Options) -> int:
             nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
             reader = jsonrpc.LineReader()
 
-            def on_chunk(chunk: bytes) -> None:
-                for line in reader.feed(chunk):
-                    log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
-                    driver.perform(core.receive(_decode(line)))
+            def deliver(lines: list[bytes | None]) -> None:
+                for line in lines:
+                    if tracing():
+                        log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
+                    driver.perform(core.receive(jsonrpc.decode_line(line)))
 
-            await _read_chunks(0, on_chunk)
-            for line in reader.finish():
-                driver.perform(core.receive(_decode(line)))
+            await _read_chunks(0, lambda chunk: deliver(reader.feed(chunk)))
+            deliver(reader.finish())
             nursery.cancel_scope.cancel()             # EOF: cancel calls, timers, the watcher
         driver.perform(core.shutdown())
         send.close()
     return 0
-
-
-def _decode(line: bytes | None) -> jsonrpc.Message:
-    if line is None:
-        return jsonrpc.Invalid(jsonrpc.INVALID_REQUEST, f"message too large: lines are limited to {jsonrpc.MAX_LINE} bytes")
-    return jsonrpc.decode(line)
 
 
 async def _stop_on_signal(scope: trio.CancelScope) -> None:

@@ -38,8 +38,9 @@ def _check_value(name: str, text: str) -> None:
 
 
 def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
-    """The argv for a `command` tool; raises ArgumentError for an unsafe value."""
-    assert tool.command is not None
+    """The argv to execute; raises ArgumentError for an unsafe value. A shell tool's script is fixed."""
+    if tool.command is None:
+        return ["/bin/sh", "-c", tool.shell or ""]
     argv: list[str] = []
     after_separator = False
     for index, element in enumerate(tool.command):
@@ -79,8 +80,7 @@ def build_env(tool: Tool, args: Mapping[str, Any], base: Mapping[str, str]) -> d
     if tool.shell is not None:
         for spec in tool.args:
             if spec.name in args:
-                text = _scalar(args[spec.name]) if not isinstance(args[spec.name], (list, dict)) \
-                    else orjson.dumps(args[spec.name]).decode()
+                text = _scalar(args[spec.name])
                 _check_value(spec.name, text)
                 env[spec.env_name] = text
             else:

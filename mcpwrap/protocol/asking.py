@@ -105,11 +105,10 @@ def next_step(pending: Pending) -> Question | ToolResult | ProtocolError | None:
     problems = argument_problems(tool, pending.arguments, ignore_missing={a.name for a in missing})
     if problems:
         return _invalid(pending, problems)
-    if tool.command is not None:
-        try:
-            build_argv(tool, with_defaults(tool, pending.arguments))
-        except ArgumentError as exc:
-            return _invalid(pending, [str(exc)])
+    try:
+        build_argv(tool, with_defaults(tool, pending.arguments))
+    except ArgumentError as exc:
+        return _invalid(pending, [str(exc)])
     if missing:
         names = ", ".join(a.name for a in missing)
         return Question("arguments", f"the arguments {names}",

@@ -182,8 +182,9 @@ class Core:
             rev = self.session.rev
             return [Send(self._error_message(request.id, ProtocolError(
                 -32600, "request id is already in use by a request in progress"), rev))]
+        is_modern = request.method != "initialize" and modern.is_modern(request.params)
         try:
-            if request.method != "initialize" and modern.is_modern(request.params):
+            if is_modern:
                 ctx = self._modern_context(request)
                 actions = self._modern(ctx)
             else:
@@ -192,8 +193,7 @@ class Core:
                               progress_token=_progress_token(request.params))
                 actions = self._legacy(ctx)
         except ProtocolError as error:
-            rev = MODERN if modern.is_modern(request.params) and request.method != "initialize" else self.session.rev
-            actions = [Send(self._error_message(request.id, error, rev))]
+            actions = [Send(self._error_message(request.id, error, MODERN if is_modern else self.session.rev))]
             if error.diagnostic:
                 actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}", "warning"))
         return self._flush_batches(actions)
