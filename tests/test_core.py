@@ -28,6 +28,9 @@ args.target = { type = "string", enum = ["staging", "prod"] }
 command = ["echo", "{name}", "{count}"]
 args.name = { type = "string", elicit = true, description = "who" }
 args.count = { type = "integer", default = 1, elicit = true }
+[tools.sh]
+shell = 'printf "%s" "$MCP_ARG_TEXT"'
+args.text = { type = "string" }
 [tools.job]
 command = ["echo", "{n}"]
 task = "optional"
@@ -204,7 +207,7 @@ def test_tools_list_pagination() -> None:
     first = sent(feed(core, request(1, "tools/list")))[0]["result"]
     assert [t["name"] for t in first["tools"]] == ["echo", "deploy"]
     second = sent(feed(core, request(2, "tools/list", {"cursor": first["nextCursor"]})))[0]["result"]
-    assert [t["name"] for t in second["tools"]] == ["ask", "job"] and "nextCursor" not in second
+    assert [t["name"] for t in second["tools"]] == ["ask", "sh"] and "nextCursor" in second
     for cursor in ("", "garbage", 3, first["nextCursor"] + "x"):
         assert sent(feed(core, request(3, "tools/list", {"cursor": cursor})))[0]["error"]["code"] == -32602
 
@@ -231,3 +234,17 @@ def test_batch_answers_broken_items_inside_the_array() -> None:
     assert only_notes == []
     for message in out[0] + only_broken[0]:
         mcpschema.check("2025-03-26", message, "ping")
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25"])
+def test_unsafe_value_for_a_shell_tool_is_refused_before_anything_starts(version: str) -> None:
+    core = make_core()
+    init(core, version)
+    actions = feed(core, request(1, "tools/call", {"name": "sh", "arguments": {"text": "a\x00b"}}))
+    assert not any(isinstance(a, StartCall) for a in actions)
+    answer = sent(actions)[0]
+    mcpschema.check(version, answer, "tools/call")
+    if version == "2025-06-18":
+        assert answer["error"]["code"] == -32602 and "NUL" in answer["error"]["message"]
+    else:
+        assert answer["result"]["isError"] is True and "NUL" in answer["result"]["content"][0]["text"]

@@ -20,7 +20,7 @@ from mcpwrap.config import PLACEHOLDER, Arg, Config, Tool
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import CallRequest, ProtocolError
 from mcpwrap.result import ToolResult, error_result
-from mcpwrap.templating import ArgumentError, build_argv, with_defaults
+from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.validation import argument_problems
 
 if TYPE_CHECKING:
@@ -106,7 +106,9 @@ def next_step(pending: Pending) -> Question | ToolResult | ProtocolError | None:
     if problems:
         return _invalid(pending, problems)
     try:
-        build_argv(tool, with_defaults(tool, pending.arguments))
+        filled = with_defaults(tool, pending.arguments)
+        build_argv(tool, filled)
+        build_env(tool, filled, {})           # a shell tool's values travel here: same checks, same moment
     except ArgumentError as exc:
         return _invalid(pending, [str(exc)])
     if missing:
