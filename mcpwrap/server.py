@@ -188,6 +188,10 @@ class Driver:
         if op.op == "watch":
             await self._watch_task(op)
             return
+        def failed(error: ProtocolError) -> list[Action]:
+            # a blocking tasks/result is in flight (a cancel may have ended it); other ops are not
+            return self.core.call_failed(op.ctx, error) if op.op == "result" else [self.core.error(op.ctx, error)]
+
         actions: list[Action] = []
         with trio.CancelScope() as scope:
             if op.op == "result":
@@ -195,11 +199,10 @@ class Driver:
             try:
                 actions = await tasks.perform(op, self.core, self.options.state_dir)
             except ProtocolError as error:
-                actions = self.core.call_failed(op.ctx, error) if op.op == "result" else [self.core.error(op.ctx, error)]
+                actions = failed(error)
             except Exception as exc:
                 log("mcpwrap: task store error:\n" + traceback.format_exc(), "error")
-                failure = ProtocolError(-32603, f"task store error: {exc}")
-                actions = self.core.call_failed(op.ctx, failure) if op.op == "result" else [self.core.error(op.ctx, failure)]
+                actions = failed(ProtocolError(-32603, f"task store error: {exc}"))
             finally:
                 if op.op == "result":
                     self.scopes.pop(op.ctx.id, None)

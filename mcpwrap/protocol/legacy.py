@@ -33,11 +33,12 @@ TRANSITIONS: dict[tuple[State, str], State] = {
     (State.NEW, "initialize"): State.INITIALIZING,
     (State.INITIALIZING, "notifications/initialized"): State.READY,
 }
-# (state, method) pairs that are refused, with the reason.
-REFUSED: dict[State, tuple[frozenset[str], str]] = {
-    State.NEW: (frozenset({"initialize", "ping"}), "not initialized: send initialize first"),
-    State.INITIALIZING: (frozenset(), "already initialized: a second initialize is not allowed"),
-    State.READY: (frozenset(), "already initialized: a second initialize is not allowed"),
+_AGAIN = "already initialized: a second initialize is not allowed"
+# state -> which requests it refuses, and why (answered -32600).
+REFUSES: dict[State, tuple[Callable[[str], bool], str]] = {
+    State.NEW: (lambda method: method not in ("initialize", "ping"), "not initialized: send initialize first"),
+    State.INITIALIZING: (lambda method: method == "initialize", _AGAIN),
+    State.READY: (lambda method: method == "initialize", _AGAIN),
 }
 
 
@@ -50,9 +51,8 @@ class LegacySession:
 
     def admit(self, method: str) -> None:
         """Raise the legacy error for a request this state does not take."""
-        allowed, reason = REFUSED[self.state]
-        refused = method not in allowed if self.state is State.NEW else method == "initialize"
-        if refused:
+        refuses, reason = REFUSES[self.state]
+        if refuses(method):
             raise ProtocolError(-32600, reason)
 
     def event(self, name: str) -> None:
