@@ -12,7 +12,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, NoReturn, Optional
 
-EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_CONFIG = 0, 1, 2, 3
+EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_CONFIG, EXIT_PENDING = 0, 1, 2, 3, 4
 
 
 def _colour(text: str, code: str) -> str:
@@ -68,6 +68,21 @@ def _load(file: Path, validated_dir: Path | None = None) -> Any:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         raise SystemExit(EXIT_CONFIG) from None
+
+
+def _print_json(doc: Any) -> None:
+    import orjson
+
+    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def _print_text(text: str) -> None:
+    """A tool's text as `call` prints it: as is, with a final newline."""
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")  # stdout-ok
+
+
+def _no_task(store: Any, task_id: str, reason: str) -> NoReturn:
+    _fail(f"no task {task_id!r} in {store.root} ({reason.lower()})", EXIT_USAGE)
 
 
 def _parse_arg(text: str) -> tuple[str, Any]:
@@ -144,13 +159,11 @@ def build_app() -> Any:
     def list_tools(file: Path = file_arg,
                    as_json: bool = typer.Option(False, "--json", help="Print tools and inputSchemas as JSON.")) -> None:
         """List the tools, their arguments and the inputSchema each gets."""
-        import orjson
-
         config = _load(file)
         if as_json:
             doc = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
                    for t in config.tools]
-            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+            _print_json(doc)
             return
         for tool in config.tools:
             print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
@@ -207,10 +220,9 @@ def build_app() -> Any:
         if progress:
             progress.clear()
         if as_json:
-            sys.stdout.buffer.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2) + b"\n")
+            _print_json(result.to_json())
         else:
-            text = result.text
-            sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")  # stdout-ok
+            _print_text(result.text)
         raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
 
     @app.command()
@@ -226,8 +238,6 @@ def build_app() -> Any:
                                                  help="claude-desktop, claude-code, cursor or vscode."),
                       name: Optional[str] = typer.Option(None, "--name", help="The server's key in the config (default: the file's stem).")) -> None:
         """Print the JSON to paste into an MCP client's config for this tools file."""
-        import orjson
-
         _load(file)
         command, args = _self_command()
         entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(file.resolve())]}
@@ -237,7 +247,7 @@ def build_app() -> Any:
                    "vscode": {"servers": {key: {"type": "stdio", **entry}}}}
         if client not in layouts:
             _fail(f"--client must be one of {', '.join(layouts)} (got {client!r})", EXIT_USAGE)
-        sys.stdout.buffer.write(orjson.dumps(layouts[client], option=orjson.OPT_INDENT_2) + b"\n")
+        _print_json(layouts[client])
 
     secret_app = typer.Typer(help="The shared secret that signs requestState (modern confirmations).",
                              no_args_is_help=True)
@@ -286,7 +296,6 @@ def build_app() -> Any:
     state_opt = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir.")
     json_opt = typer.Option(False, "--json", help="Print JSON instead of text.")
     id_arg = typer.Argument(..., help="A task id, as `mcpwrap tasks list FILE` shows it.")
-    exit_pending = 4
 
     def task_store(file: Path, state_dir: Optional[str]) -> Any:
         from mcpwrap import tasks
@@ -299,12 +308,7 @@ def build_app() -> Any:
         try:
             return store.get(task_id)
         except TaskLookupError as exc:
-            _fail(f"no task {task_id!r} in {store.root} ({exc.reason.lower()})", EXIT_USAGE)
-
-    def dump(doc: Any) -> None:
-        import orjson
-
-        sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+            _no_task(store, task_id, exc.reason)
 
     @tasks_app.command("list")
     def tasks_list(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
@@ -313,7 +317,7 @@ def build_app() -> Any:
 
         records = sorted(task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
         if as_json:
-            dump([tasks.public_json(r) for r in records])
+            _print_json([tasks.public_json(r) for r in records])
             return
         if not records:
             print("no tasks")  # stdout-ok
@@ -332,7 +336,7 @@ def build_app() -> Any:
         store = task_store(file, state_dir)
         record = task_record(store, task_id)
         if as_json:
-            dump(tasks.public_json(record))
+            _print_json(tasks.public_json(record))
         else:
             print(tasks.describe(record, store))  # stdout-ok
 
@@ -357,12 +361,11 @@ def build_app() -> Any:
         if progress:
             progress.clear()
         if not record.terminal:
-            _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", exit_pending)
+            _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", EXIT_PENDING)
         if as_json:
-            dump(record.result if record.result is not None else {"status": record.status, "error": record.error})
+            _print_json(record.result if record.result is not None else {"status": record.status, "error": record.error})
         elif record.result is not None:
-            text = stored_result(record).text
-            sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")  # stdout-ok
+            _print_text(stored_result(record).text)
         else:
             print(f"mcpwrap: task {task_id} {record.status}: {record.status_message}", file=sys.stderr)
         raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
@@ -378,11 +381,11 @@ def build_app() -> Any:
         try:
             record = store.cancel(task_id)
         except TaskLookupError as exc:
-            _fail(f"no task {task_id!r} in {store.root} ({exc.reason.lower()})", EXIT_USAGE)
+            _no_task(store, task_id, exc.reason)
         except TaskTerminalError as exc:
             _fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
         if as_json:
-            dump(tasks.public_json(record))
+            _print_json(tasks.public_json(record))
         else:
             print(f"cancelled {task_id}")  # stdout-ok
 
@@ -392,7 +395,7 @@ def build_app() -> Any:
         store = task_store(file, state_dir)
         removed = store.gc()
         if as_json:
-            dump({"removed": removed, "store": str(store.root)})
+            _print_json({"removed": removed, "store": str(store.root)})
         else:
             print(f"removed {removed} expired task(s) from {store.root}")  # stdout-ok
 
