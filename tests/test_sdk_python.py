@@ -488,15 +488,13 @@ def test_legacy_cancel_while_asking_never_runs_the_tool(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 def test_accept_without_the_required_field_is_refused_not_asked_forever(tmp_path: Path, mode: str) -> None:
-    """KNOWN BUG (fails): an `accept` whose content lacks the required elicited field is answered
-    with the same question again, forever. The requested schema says `required: ["name"]` and
-    ElicitResult.content "Contains values matching the requested schema", so such an answer is
-    invalid; the server should end the call the way it does for `{"name": 5}` (an error result,
-    "invalid arguments ... (nothing ran)"), not re-ask. With an auto-accepting client the legacy
-    session loops (thousands of elicitation/create per second) and tools/call never completes;
-    the SDK's modern client gives up after 10 rounds (InputRequiredRoundsExceededError).
-    An accept with no `content` at all behaves the same. Here the callback answers `accept` with
-    `content: {}` and switches to `cancel` from the 5th question on, so the test ends quickly."""
+    """An `accept` whose content lacks the required elicited field ends the call after one question.
+
+    The requested schema says `required: ["name"]` and ElicitResult.content "Contains values
+    matching the requested schema", so such an answer is invalid: the call ends with an error
+    result that nothing ran, instead of the same question again (which once looped forever with
+    an auto-accepting client). The callback switches to `cancel` from the 5th question on, so a
+    regression ends quickly instead of hanging."""
     target = tmp_path / "greeted.txt"
     traced = Traced(tmp_path)
     seen: list[Any] = []

@@ -343,13 +343,13 @@ class Core:
         expects a task or an error, never a plain tool result, so it gets the error."""
         if as_task and ctx.rev.has("tasks.core"):
             return Send(self._error_message(ctx.id, ProtocolError(-32602, result.text), ctx.rev))
-        return self.reply(ctx, self._render(ctx, result))
+        return self.reply(ctx, render_result(result, ctx.rev))
 
     # --- outcomes reported by the driver ------------------------------------------------
     def call_done(self, ctx: Context, result: ToolResult) -> list[Action]:
         if self.inflight.pop(ctx.id, None) is None:
             return []                      # cancelled: no response for that id, ever
-        return self._flush_batches([self.reply(ctx, self._render(ctx, result))])
+        return self._flush_batches([self.reply(ctx, render_result(result, ctx.rev))])
 
     def call_failed(self, ctx: Context, error: ProtocolError) -> list[Action]:
         if self.inflight.pop(ctx.id, None) is None:
@@ -409,9 +409,6 @@ class Core:
         return []
 
     # --- rendering ----------------------------------------------------------------------
-    def _render(self, ctx: Context, result: ToolResult) -> dict[str, Any]:
-        return render_result(result, ctx.rev)
-
     def reply(self, ctx: Context, result: dict[str, Any]) -> Send:
         """A result for the request's era: modern results are stamped (resultType, serverInfo)."""
         if ctx.modern:
