@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from mcpwrap import signing
 from mcpwrap.config import PLACEHOLDER, Arg, Config, Tool
 from mcpwrap.protocol.revisions import Revision
@@ -81,14 +83,8 @@ def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
 def render_confirm(template: str, arguments: Mapping[str, Any]) -> str:
     def value(match: Any) -> str:
         found = arguments.get(match[1], "")
-        return found if isinstance(found, str) else _display(found)
+        return found if isinstance(found, str) else orjson.dumps(found).decode()
     return PLACEHOLDER.sub(value, template)
-
-
-def _display(value: Any) -> str:
-    import orjson
-
-    return orjson.dumps(value).decode()
 
 
 def _invalid(pending: Pending, problems: list[str]) -> ToolResult | ProtocolError:

@@ -221,9 +221,8 @@ class Core:
         return self._task_request(ctx)
 
     def _modern(self, ctx: Context) -> list[Action]:
-        extension = TASKS_EXTENSION in (ctx.capabilities.get("extensions") or {})
         if ctx.method in EXTENSION_TASK_METHODS:
-            if not extension:
+            if not _declares_tasks(ctx):
                 raise _needs_tasks_extension()
             return self._task_request(ctx)
         if ctx.method not in MODERN.methods:
@@ -264,7 +263,7 @@ class Core:
                 raise ProtocolError(-32601, f"tool '{tool.name}' must be called as a task (execution.taskSupport is required)")
             return asked
         if ctx.modern:
-            declared = TASKS_EXTENSION in (ctx.capabilities.get("extensions") or {})
+            declared = _declares_tasks(ctx)
             if tool.task == "always" and not declared:
                 raise _needs_tasks_extension(f"tool '{tool.name}' runs only as a task")
             return declared and tool.task != "never"
@@ -499,6 +498,12 @@ class Core:
         if tasking.status_changed(previous, current):
             actions.append(Send(jsonrpc.notification("notifications/tasks/status", tasking.legacy_task(current))))
         return actions
+
+
+def _declares_tasks(ctx: Context) -> bool:
+    """This modern request declared the tasks extension (capabilities are per request)."""
+    extensions = ctx.capabilities.get("extensions")
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
 def _needs_tasks_extension(why: str = "this method belongs to the tasks extension") -> ProtocolError:
