@@ -3,6 +3,9 @@
 `Server` remembers which request each id was (method, era) and the legacy
 revision negotiated by `initialize`, and validates each message it reads
 against the official schema of the revision in force for it.
+
+Waits are for events (a message, a stderr line, a process gone), never sleeps; every
+timeout is a hang guard (HANG_S), far beyond what a loaded machine needs.
 """
 
 from __future__ import annotations
@@ -14,12 +17,32 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, TypeVar
 
-from tests import mcpschema
+from tests import mcpschema, procs
 
+T = TypeVar("T")
 MODERN = "2026-07-28"
+HANG_S = 60.0           # a hang guard only: nothing expected takes a fraction of it
+
+
+def until(condition: Callable[[], T], what: str, timeout: float = HANG_S) -> T:
+    """Poll `condition` until it returns something truthy, and return that; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+    return value
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace a watched file in one step, so the watcher never reads it half-written."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    part.replace(path)
 
 
 def modern_meta(caps: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -90,7 +113,7 @@ class Server:
         self.send({"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})})
 
     # --- reading ------------------------------------------------------------------------
-    def read(self, timeout: float = 10.0) -> dict[str, Any] | list[Any]:
+    def read(self, timeout: float = HANG_S) -> dict[str, Any] | list[Any]:
         line = self.lines.get(timeout=timeout)
         assert line is not None, "server closed stdout; stderr:\n" + "".join(self.stderr)
         message = json.loads(line)
@@ -121,7 +144,7 @@ class Server:
                 return rev
         return self.rev or MODERN
 
-    def response(self, id: Any, timeout: float = 10.0, notes: list[Any] | None = None) -> dict[str, Any]:
+    def response(self, id: Any, timeout: float = HANG_S, notes: list[Any] | None = None) -> dict[str, Any]:
         """Read until the response for `id`; other messages are kept in `notes`."""
         deadline = time.monotonic() + timeout
         while True:
@@ -131,7 +154,7 @@ class Server:
             if notes is not None:
                 notes.append(message)
 
-    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> dict[str, Any]:
+    def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = HANG_S) -> dict[str, Any]:
         return self.response(self.request(method, params), timeout)
 
     def initialize(self, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -141,13 +164,18 @@ class Server:
         return answer
 
     def no_message(self, wait: float = 0.3) -> None:
+        """Nothing arrives within `wait`: a slow server can only make this pass, never fail."""
         try:
             line = self.lines.get(timeout=wait)
         except queue.Empty:
             return
         raise AssertionError(f"unexpected message: {line!r}")
 
-    def close(self, timeout: float = 5.0) -> int:
+    def tool_groups(self) -> set[int]:
+        """The process groups of the tools running now (the server's children), once there are any."""
+        return until(lambda: {p.pgid for p in procs.mine() if p.ppid == self.proc.pid}, "a tool to start")
+
+    def close(self, timeout: float = HANG_S) -> int:
         if self.proc.stdin and not self.proc.stdin.closed:
             self.proc.stdin.close()
         try:
@@ -158,8 +186,8 @@ class Server:
                 self.proc.wait()
             self._err_thread.join(timeout)
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -1,10 +1,19 @@
-"""What /proc says about live processes: the tests' way to prove nothing survived."""
+"""What /proc says about live processes: the tests' way to prove nothing survived.
+
+A test run tags itself: tests/conftest.py puts `TAG=<unique per run>` in the environment
+before any test starts a process, so every server, tool and grandchild of this run carries
+it (a child's environment is copied from its parent's). `mine()` is the processes of this
+run only, so a census is never confused by another run's leftovers or another program's
+processes that happen to share a command line.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+TAG = "MCPWRAP_TEST_RUN"
 
 
 @dataclass(frozen=True)
@@ -19,6 +28,9 @@ class Proc:
                 return f.read()
         except OSError:
             return b""
+
+    def has_env(self, name: str, value: str) -> bool:
+        return f"{name}={value}".encode() in self.read("environ").split(b"\0")
 
 
 def live() -> Iterator[Proc]:
@@ -35,14 +47,19 @@ def live() -> Iterator[Proc]:
             yield Proc(int(entry), int(fields[1]), int(fields[2]))
 
 
+def mine() -> Iterator[Proc]:
+    """The live processes this test run started (all of them when the run is not tagged)."""
+    tag = os.environ.get(TAG)
+    return (p for p in live() if p.pid != os.getpid() and (tag is None or p.has_env(TAG, tag)))
+
+
 def group_alive(pgid: int) -> bool:
-    return any(p.pgid == pgid for p in live())
+    return any(p.pgid == pgid for p in mine())
 
 
 def with_cmdline(marker: str) -> list[int]:
-    return [p.pid for p in live() if marker.encode() in p.read("cmdline")]
+    return [p.pid for p in mine() if marker.encode() in p.read("cmdline")]
 
 
 def with_env(name: str, value: str) -> list[int]:
-    needle = f"{name}={value}".encode()
-    return [p.pid for p in live() if p.pid != os.getpid() and needle in p.read("environ").split(b"\0")]
+    return [p.pid for p in mine() if p.has_env(name, value)]

@@ -1,0 +1,49 @@
+"""Suite-wide policy: Hypothesis profiles, and one tag on every process the run starts.
+
+Hypothesis: under CI (the `CI` environment variable set, as `.ci/run` does) the "ci"
+profile is derandomized and keeps no example database, so a CI run depends on the code
+alone; locally the "dev" profile stays random and keeps its database (.hypothesis/) to
+find and replay new cases. Neither has a deadline: a loaded machine is slow, not wrong.
+
+Processes: the run's tag (tests.procs.TAG) is set here, at import, before any test spawns
+anything, so every process of this run carries it and `procs.mine()` sees only those. After
+each test, any tagged process still alive a few seconds later is that test's leftover (the
+previous teardown took the earlier ones): it is killed, so it cannot break a later test, and
+reported as a warning, so the leak is not hidden. (The few seconds only decide between
+"was exiting anyway" and "leaked"; no outcome of a test depends on them.)
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import settings
+
+from tests import procs
+
+settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+os.environ[procs.TAG] = f"{os.getpid()}-{secrets.token_hex(6)}"
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes() -> Iterator[None]:
+    yield
+    deadline = time.monotonic() + 5
+    while (leftovers := list(procs.mine())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for p in leftovers:
+        cmdline = p.read("cmdline").replace(b"\0", b" ").decode(errors="replace")
+        try:
+            os.kill(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        warnings.warn(f"killed a process the test left behind: pid {p.pid}: {cmdline}", stacklevel=1)
