@@ -23,6 +23,15 @@ Contract:
   atomically. A previous key verifies for :data:`ROTATION_GRACE_S` after it
   was retired. Every refusal is a :class:`SecretFileError` naming the path
   and the fix.
+* One-time ledger (:class:`NonceLedger`): ``STATE_DIR/nonces/`` (0700, ours,
+  no group/world write on it or on ``STATE_DIR``) holds one empty 0600 file per
+  consumed nonce, named by the SHA-256 of the nonce and created with
+  ``O_CREAT|O_EXCL|O_NOFOLLOW``, so exactly one of all the processes sharing
+  the directory consumes a nonce. Its mtime is the token's expiry; entries past
+  it (plus :data:`CLOCK_SKEW_S`) are swept opportunistically, at most once per
+  :data:`SWEEP_INTERVAL_S` per process, since an expired token is refused anyway.
+  Processes that do not share the directory do not share the record: each of
+  them could run a captured token once before it expires.
 
 Nothing here reads a clock: ``now`` is always passed in.
 """
@@ -34,6 +43,7 @@ import binascii
 import fcntl
 import hashlib
 import hmac
+import math
 import os
 import re
 import secrets
@@ -57,10 +67,17 @@ _KEY_BYTES = 32
 _MAX_SECRET_FILE_BYTES = 64 * 1024
 _PREFIX = "v1."
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
+CLOCK_SKEW_S: float = 60.0  # a ledger entry outlives its token by this much (machines sharing a directory)
+SWEEP_INTERVAL_S: float = 60.0
+MAX_NONCE_CHARS = 128  # ours are 22; anything longer is not one of ours
 
 
 class SecretFileError(Exception):
     """The secret file is missing or unsafe; the message names the path and the fix."""
+
+
+class LedgerError(Exception):
+    """The nonce ledger's directory is unusable or unsafe; the message names the path and the fix."""
 
 
 class StateError(Exception):
@@ -87,6 +104,15 @@ class Keyring:
         """Current key first, then previous keys still inside the grace window."""
         live = (k for k, retired in self.previous if retired + ROTATION_GRACE_S >= now)
         return (self.current, *live)
+
+
+@dataclass(frozen=True)
+class Unsealed:
+    """A verified requestState: the caller's claims, and the nonce and expiry that make it one-time."""
+
+    claims: dict[str, Any]
+    nonce: str
+    expires_at: float
 
 
 def default_secret_path() -> Path:
@@ -260,7 +286,7 @@ def seal(
     return token
 
 
-def _unseal(keyring: Keyring, token: str, now: float) -> dict[str, Any]:
+def _unseal(keyring: Keyring, token: str, now: float) -> Unsealed:
     if not isinstance(token, str):
         raise StateError("requestState is not a string")
     if len(token) > MAX_TOKEN_CHARS:
@@ -280,14 +306,16 @@ def _unseal(keyring: Keyring, token: str, now: float) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         raise StateError("signed payload is not JSON") from None
     exp = payload.get("exp") if isinstance(payload, dict) else None
-    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or "nonce" not in payload:
+    nonce = payload.get("nonce") if isinstance(payload, dict) else None
+    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or not isinstance(nonce, str) \
+            or not 0 < len(nonce) <= MAX_NONCE_CHARS:
         raise StateError("signed payload lacks exp/nonce")
     if not exp > now:
         raise StateError(f"expired {now - exp:.0f}s ago")
-    return {k: v for k, v in payload.items() if k not in ("exp", "nonce")}
+    return Unsealed({k: v for k, v in payload.items() if k not in ("exp", "nonce")}, nonce, float(exp))
 
 
-def unseal(keyring: Keyring, token: str, now: float) -> dict[str, Any]:
+def unseal(keyring: Keyring, token: str, now: float) -> Unsealed:
     """Verify a token and return its claims; any failure at all is a StateError."""
     try:
         return _unseal(keyring, token, now)
@@ -295,3 +323,86 @@ def unseal(keyring: Keyring, token: str, now: float) -> dict[str, Any]:
         raise
     except Exception as exc:  # the input is hostile: no other exception may escape
         raise StateError(f"unexpected {type(exc).__name__} while verifying") from None
+
+
+# --- the one-time ledger ---------------------------------------------------
+
+
+class NonceLedger:
+    """Which requestState nonces have authorised a run, shared by every process using ``state_dir``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.path = state_dir / "nonces"
+        self._next_sweep = -math.inf
+
+    def consume(self, nonce: str, expires_at: float, now: float) -> bool:
+        """True for the first consumer of ``nonce`` (here or in any process sharing the directory)."""
+        if not isinstance(nonce, str) or not 0 < len(nonce) <= MAX_NONCE_CHARS:
+            raise ValueError("not a requestState nonce")
+        name = hashlib.sha256(nonce.encode()).hexdigest()   # attacker-influenced text never names a file
+        dir_fd = self._open_dir()
+        try:
+            if now >= self._next_sweep:
+                self._next_sweep = now + SWEEP_INTERVAL_S
+                self._sweep(dir_fd, now)
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             0o600, dir_fd=dir_fd)
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                raise self._refuse(f"cannot record a used requestState ({exc.strerror})") from None
+            try:
+                os.utime(fd, (expires_at, expires_at))       # the sweep reads expiry from stat, no file read
+            finally:
+                os.close(fd)
+            return True
+        finally:
+            os.close(dir_fd)
+
+    def _refuse(self, problem: str, fix: str = "") -> LedgerError:
+        return LedgerError(f"nonce ledger {self.path} {problem}; "
+                           f"{fix or f'check that {self.state_dir} is a directory only you can write'}")
+
+    def _open_dir(self) -> int:
+        """The ledger directory as an fd, created 0700; both it and the state dir are checked on
+        their fds, and it is opened relative to the state dir's fd (no check/use race)."""
+        try:
+            for directory in (self.state_dir, self.path):
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._refuse(f"cannot be created ({exc.strerror})") from None
+        parent = self._checked(str(self.state_dir), self.state_dir)
+        try:
+            return self._checked("nonces", self.path, parent)
+        finally:
+            os.close(parent)
+
+    def _checked(self, name: str, where: Path, dir_fd: int | None = None) -> int:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError as exc:
+            raise self._refuse(f"cannot be opened: {where}: {exc.strerror}") from None
+        st = os.fstat(fd)
+        problem, fix = "", ""
+        if st.st_uid != os.getuid():
+            problem = f"{where} is owned by uid {st.st_uid}, not by you (uid {os.getuid()})"
+        elif st.st_mode & 0o022:
+            problem = f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+            fix = f"run: chmod go-w {shlex.quote(str(where))}"
+        if problem:
+            os.close(fd)
+            raise self._refuse(f"is unsafe: {problem}", fix)
+        return fd
+
+    @staticmethod
+    def _sweep(dir_fd: int, now: float) -> None:
+        """Forget entries whose token has expired: it cannot be replayed any more."""
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                try:
+                    if entry.stat(follow_symlinks=False).st_mtime + CLOCK_SKEW_S < now:
+                        os.unlink(entry.name, dir_fd=dir_fd)
+                except OSError:
+                    continue                  # another process swept it first

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from mcpwrap import config, jsonrpc, signing
-from mcpwrap.protocol.core import CancelCall, Core, Send, StartCall, StartTimer
+from mcpwrap.protocol.core import CancelCall, CancelTimer, Core, Send, StartCall, StartTimer
 from mcpwrap.result import Text, ToolResult
 from tests import mcpschema
 from tests.harness import modern_meta
@@ -39,11 +39,27 @@ args.n = { type = "integer" }
 KEYRING = signing.Keyring(b"k" * 32)
 
 
+class Ledger:
+    """An in-memory NonceLedger: the nonces consumed, in order."""
+
+    def __init__(self) -> None:
+        self.used: list[tuple[str, float]] = []
+
+    def consume(self, nonce: str, expires_at: float, now: float) -> bool:
+        assert expires_at > now
+        if any(nonce == seen for seen, _ in self.used):
+            return False
+        self.used.append((nonce, expires_at))
+        return True
+
+
 def make_core(now: float = 1000.0, **kwargs: Any) -> Core:
     cfg = config.loads(TOOLS, Path("/tmp/core.toml"))
     clock = {"now": now}
-    core = Core(cfg, lambda: KEYRING, lambda: clock["now"], **kwargs)
+    ledger = Ledger()
+    core = Core(cfg, lambda: KEYRING, lambda: clock["now"], ledger.consume, **kwargs)
     core.test_clock = clock  # type: ignore[attr-defined]
+    core.test_ledger = ledger  # type: ignore[attr-defined]
     return core
 
 
@@ -168,8 +184,8 @@ def test_legacy_elicitation_request(version: str) -> None:
     mcpschema.check(version, ask)
     assert ask["method"] == "elicitation/create" and any(isinstance(a, StartTimer) for a in actions)
     answer = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {}}}
-    start = feed(core, answer)[0]
-    assert isinstance(start, StartCall)
+    done = feed(core, answer)
+    assert done[0] == CancelTimer(ask["id"]) and isinstance(done[1], StartCall)
 
 
 def test_legacy_elicitation_decline_and_timeout() -> None:

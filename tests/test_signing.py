@@ -62,7 +62,7 @@ def reject(keyring: Keyring, token: str, now: float = T0) -> StateError:
 
 def test_round_trip() -> None:
     assert TOKEN.startswith("v1.") and TOKEN.count(".") == 2
-    assert unseal(KR, TOKEN, T0 + 1) == CLAIMS
+    assert unseal(KR, TOKEN, T0 + 1).claims == CLAIMS
 
 
 def test_nonce_makes_every_token_distinct() -> None:
@@ -75,7 +75,7 @@ def test_reserved_claims_refused() -> None:
 
 
 def test_expiry_boundary() -> None:
-    assert unseal(KR, TOKEN, T0 + DEFAULT_STATE_TTL_S - 0.001) == CLAIMS
+    assert unseal(KR, TOKEN, T0 + DEFAULT_STATE_TTL_S - 0.001).claims == CLAIMS
     assert "expired" in reject(KR, TOKEN, T0 + DEFAULT_STATE_TTL_S).reason
     assert "expired" in reject(KR, seal(KR, CLAIMS, T0, ttl_s=5), T0 + 6).reason
 
@@ -184,14 +184,14 @@ def test_previous_key_accepted_within_grace_rejected_after(tmp_path: Path) -> No
     new = rotate_secret(path, T0)
     assert new.current != old.current and new.previous == ((old.current, T0),)
     assert mode_of(path) == 0o600
-    assert unseal(new, token, T0 + ROTATION_GRACE_S) == CLAIMS
-    assert unseal(load_secret(path, T0 + 10), token, T0 + 10) == CLAIMS
+    assert unseal(new, token, T0 + ROTATION_GRACE_S).claims == CLAIMS
+    assert unseal(load_secret(path, T0 + 10), token, T0 + 10).claims == CLAIMS
     reject(new, token, T0 + ROTATION_GRACE_S + 1)
     later = load_secret(path, T0 + ROTATION_GRACE_S + 1)
     assert later.previous == ()
     reject(later, token, T0 + ROTATION_GRACE_S + 1)
     # a token signed with the new key keeps working
-    assert unseal(later, seal(new, CLAIMS, T0 + 5), T0 + 6) == CLAIMS
+    assert unseal(later, seal(new, CLAIMS, T0 + 5), T0 + 6).claims == CLAIMS
 
 
 def test_rotation_drops_keys_past_grace(tmp_path: Path) -> None:

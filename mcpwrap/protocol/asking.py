@@ -7,6 +7,9 @@ the primitive subset the revision allows. Legacy peers get it as an
 `requestState` sealed by `signing`, which binds the method, the tool, a
 digest of the arguments, the tools-file digest, the round, the answers
 gathered so far and an expiry, so any process sharing the secret can resume.
+A resumed call carries its state's nonce and expiry (`Pending.state`): the
+core consumes them when the call is about to start, so one accepted state
+authorises one run.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Pending:
     round: int = 0
     question: Question | None = None
     original: dict[str, Any] = field(default_factory=dict)
+    state: tuple[str, float] | None = None    # the requestState this retry came with: (nonce, expiry)
 
 
 def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
@@ -166,9 +170,10 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.
     if not isinstance(responses, dict):
         raise ProtocolError(-32602, "inputResponses must be an object")
     try:
-        claims = signing.unseal(keyring, state, now)
+        unsealed = signing.unseal(keyring, state, now)
     except signing.StateError as exc:
         raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
+    claims = unsealed.claims
     expected = {"v": STATE_VERSION, "m": "tools/call", "t": request.tool.name,
                 "a": signing.digest(request.arguments), "c": config.digest}
     wrong = [k for k, v in expected.items() if claims.get(k) != v]
@@ -176,7 +181,8 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.
         raise ProtocolError(-32602, "invalid or expired requestState",
                             diagnostic=f"requestState is bound to another {'/'.join(wrong) or 'content'}")
     pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
-                      as_task=as_task, round=claims["r"], original=request.arguments)
+                      as_task=as_task, round=claims["r"], original=request.arguments,
+                      state=(unsealed.nonce, unsealed.expires_at))
     answer = responses.get(claims.get("q"))
     if answer is None:
         return pending                    # not answered yet: the same question is asked again

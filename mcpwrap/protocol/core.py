@@ -6,14 +6,25 @@ send, calls to start or cancel, timers, task-store operations. The driver
 `Core` methods. The era of each request is decided from its body: modern
 `_meta` means 2026-07-28 served statelessly; anything else belongs to this
 process's one legacy session.
+
+Every request that awaits an answer is in `inflight` until it is answered or
+cancelled, so an id is "in use" exactly then. Every answer leaves through
+`_routed`: an answer to a batched request goes into its batch's array, sent
+once the whole batch is answered (a duplicate id inside a batch, or one in use,
+is answered there too). A modern retry's `requestState` is consumed through
+the injected `consume_once(nonce, expires_at, now)` just before the call (or
+task) starts, so one accepted confirmation authorises one run; a replay is
+-32602. Each `StartTimer` is matched by a `CancelTimer` when its question ends
+before the timer fires.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Concatenate, ParamSpec
 
 from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
@@ -25,7 +36,7 @@ from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, pa
                                     render_result)
 from mcpwrap.result import ToolResult, error_result
 from mcpwrap.protocol.tasking import TaskRecord
-from mcpwrap.signing import Keyring
+from mcpwrap.signing import Keyring, LedgerError
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,12 @@ class StartTimer:
 
 
 @dataclass(frozen=True)
+class CancelTimer:
+    """The question a StartTimer guarded has ended: drop the timer with it."""
+    key: str
+
+
+@dataclass(frozen=True)
 class Stderr:
     text: str
     level: str = "info"                   # debug | info | warning | error, filtered by --log-level
@@ -88,24 +105,37 @@ class TaskOp:
     cursor: str | None = None
 
 
-Action = Send | StartCall | CancelCall | StartTimer | Stderr | TaskOp
+Action = Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp
+ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?
 
 ELICIT_TIMEOUT_S = 600.0
 
 
 @dataclass
 class _BatchState:
-    waiting: set[RequestId]
-    answers: list[dict[str, Any]]
+    waiting: set[RequestId] = field(default_factory=set)
+    answers: list[dict[str, Any]] = field(default_factory=list)
+
+
+P = ParamSpec("P")
+
+
+def _answers(method: Callable[Concatenate[Core, P], list[Action]]) -> Callable[Concatenate[Core, P], list[Action]]:
+    """A public outcome method: whatever it answers goes through the batch router."""
+    @functools.wraps(method)
+    def routed(self: Core, *args: P.args, **kwargs: P.kwargs) -> list[Action]:
+        return self._routed(method(self, *args, **kwargs))
+    return routed
 
 
 class Core:
     def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
-                 clock: Callable[[], float], page_size: int = 500) -> None:
+                 clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500) -> None:
         self.config = config
         self.session = LegacySession()
         self.keyring_source = keyring_source
         self.clock = clock
+        self.consume_once = consume_once
         self.page_size = page_size
         self.inflight: dict[RequestId, Context] = {}
         self.listens: dict[RequestId, dict[str, Any]] = {}
@@ -126,35 +156,55 @@ class Core:
     def receive(self, message: jsonrpc.Message) -> list[Action]:
         if isinstance(message, Batch):
             return self._batch(message)
+        # Refusals are about this message alone: never routed into a batch by their id.
         if isinstance(message, Invalid):
-            return [Send(self._error_message(message.id, ProtocolError(message.code, message.message),
-                                             self.session.rev))]
+            return [Send(self._broken(message))]
+        if isinstance(message, Request) and self._in_use(message.id):
+            return [Send(self._id_in_use(message.id))]
+        return self._routed(self._dispatch(message))
+
+    def _dispatch(self, message: Request | Notification | Response) -> list[Action]:
         if isinstance(message, Notification):
             return self._notification(message)
         if isinstance(message, Response):
             return self._answer(message)
         return self._request(message)
 
+    def _in_use(self, request_id: RequestId) -> bool:
+        return request_id in self.inflight or request_id in self.listens or request_id in self.batches
+
+    def _broken(self, message: Invalid) -> dict[str, Any]:
+        return self._error_message(message.id, ProtocolError(message.code, message.message), self.session.rev)
+
+    def _id_in_use(self, request_id: RequestId) -> dict[str, Any]:
+        return self._error_message(request_id, ProtocolError(
+            -32600, "request id is already in use by a request in progress"), self.session.rev)
+
     def _batch(self, batch: Batch) -> list[Action]:
         if not self.session.rev.has("jsonrpc.batch") or any(
                 isinstance(m, Request) and m.method == "initialize" for m in batch.items):
             error = ProtocolError(-32600, f"batches are not accepted in protocol revision {self.session.rev.version}")
             return [Send(self._error_message(None, error, self.session.rev))]
-        ids = {m.id for m in batch.items if isinstance(m, Request)} - set(self.inflight)
-        # Broken items are answered inside the batch's array; they are known at once, so they go first.
-        state = _BatchState(set(ids), [self._error_message(m.id, ProtocolError(m.code, m.message), self.session.rev)
-                                       for m in batch.items if isinstance(m, Invalid)])
-        for request_id in ids:
-            self.batches[request_id] = state
-        actions: list[Action] = []
+        # Refusals are known at once, so they go first; the requests are registered before any runs.
+        state, accepted = _BatchState(), list[Request | Notification | Response]()
         for item in batch.items:
-            if not isinstance(item, Invalid):
-                actions += self.receive(item)
-        if not ids and state.answers:
-            actions.append(Send(state.answers))   # nothing to wait for: only broken items needed answers
-        return self._flush_batches(actions)
+            if isinstance(item, Invalid):
+                state.answers.append(self._broken(item))
+            elif isinstance(item, Request) and (self._in_use(item.id) or item.id in state.waiting):
+                state.answers.append(self._id_in_use(item.id))
+            else:
+                if isinstance(item, Request):
+                    state.waiting.add(item.id)
+                accepted.append(item)
+        expected = bool(state.waiting)
+        for request_id in state.waiting:
+            self.batches[request_id] = state
+        actions = [action for item in accepted for action in self._dispatch(item)]
+        if not expected and state.answers:
+            actions.append(Send(state.answers))   # nothing to wait for: only refused items needed answers
+        return self._routed(actions)
 
-    def _flush_batches(self, actions: list[Action]) -> list[Action]:
+    def _routed(self, actions: list[Action]) -> list[Action]:
         """Responses to batched requests are held and sent together as one array."""
         out: list[Action] = []
         for action in actions:
@@ -170,6 +220,7 @@ class Core:
         return out
 
     def _drop_from_batch(self, request_id: RequestId) -> list[Action]:
+        """A batched request that will never be answered (cancelled): its batch stops waiting for it."""
         state = self.batches.pop(request_id, None)
         if state is None:
             return []
@@ -178,10 +229,6 @@ class Core:
 
     # --- requests -----------------------------------------------------------------------
     def _request(self, request: Request) -> list[Action]:
-        if request.id in self.inflight or request.id in self.listens:
-            rev = self.session.rev
-            return [Send(self._error_message(request.id, ProtocolError(
-                -32600, "request id is already in use by a request in progress"), rev))]
         is_modern = request.method != "initialize" and modern.is_modern(request.params)
         try:
             if is_modern:
@@ -196,7 +243,7 @@ class Core:
             actions = [Send(self._error_message(request.id, error, MODERN if is_modern else self.session.rev))]
             if error.diagnostic:
                 actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}", "warning"))
-        return self._flush_batches(actions)
+        return actions
 
     def _modern_context(self, request: Request) -> Context:
         meta = modern.read_meta(request.params)
@@ -279,10 +326,22 @@ class Core:
             raise step
         if step is not None:
             return self._ask(pending, step)
+        if pending.state is not None:
+            self._consume(*pending.state)
+        self.inflight[ctx.id] = ctx
         if pending.as_task:
             return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
-        self.inflight[ctx.id] = ctx
         return [StartCall(ctx, pending.tool, pending.arguments)]
+
+    def _consume(self, nonce: str, expires_at: float) -> None:
+        """The retry's requestState authorises this run and no other, in any process sharing the ledger."""
+        try:
+            first = self.consume_once(nonce, expires_at, self.clock())
+        except LedgerError as exc:
+            raise ProtocolError(-32603, "the requestState could not be recorded as used; nothing ran",
+                                diagnostic=str(exc)) from None
+        if not first:
+            raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
 
     def _ask(self, pending: asking.Pending, question: asking.Question) -> list[Action]:
         ctx = pending.ctx
@@ -307,30 +366,32 @@ class Core:
 
     def _answer(self, response: Response) -> list[Action]:
         """A client's answer to our elicitation/create."""
-        pending = self.asks.pop(str(response.id), None)
-        if pending is None or pending.ctx.id not in self.inflight:
+        key = str(response.id)
+        pending = self.asks.pop(key, None)
+        if pending is None:
             return []
-        del self.inflight[pending.ctx.id]
+        del self.inflight[pending.ctx.id]     # a cancelled call's question is withdrawn with it
         if response.error is not None:
             outcome: asking.Pending | ToolResult = error_result(
                 f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
         else:
-            key = pending.question.key if pending.question else None
-            outcome = asking.apply_answer(pending, key, response.result or {})
-        return self._continue(pending, outcome)
+            outcome = asking.apply_answer(pending, pending.question.key if pending.question else None,
+                                          response.result or {})
+        return [CancelTimer(key), *self._continue(pending, outcome)]
 
     def _continue(self, pending: asking.Pending, outcome: asking.Pending | ToolResult) -> list[Action]:
         ctx = pending.ctx
         try:
             if isinstance(outcome, ToolResult):
-                return self._flush_batches([self._refused(ctx, outcome, pending.as_task)])
-            return self._flush_batches(self._advance(outcome))
+                return [self._refused(ctx, outcome, pending.as_task)]
+            return self._advance(outcome)
         except ProtocolError as error:
-            return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
+            return [Send(self._error_message(ctx.id, error, ctx.rev))]
 
+    @_answers
     def timer(self, key: str) -> list[Action]:
         pending = self.asks.pop(key, None)
-        if pending is None or pending.ctx.id not in self.inflight:
+        if pending is None:
             return []
         del self.inflight[pending.ctx.id]
         cancel = jsonrpc.notification("notifications/cancelled", {"requestId": key, "reason": "timed out"})
@@ -345,15 +406,14 @@ class Core:
         return self.reply(ctx, render_result(result, ctx.rev))
 
     # --- outcomes reported by the driver ------------------------------------------------
+    @_answers
     def call_done(self, ctx: Context, result: ToolResult) -> list[Action]:
-        if self.inflight.pop(ctx.id, None) is None:
-            return []                      # cancelled: no response for that id, ever
-        return self._flush_batches([self.reply(ctx, render_result(result, ctx.rev))])
+        return [self.reply(ctx, render_result(result, ctx.rev))] if self._settled(ctx) else []
 
+    @_answers
     def call_failed(self, ctx: Context, error: ProtocolError) -> list[Action]:
-        if self.inflight.pop(ctx.id, None) is None:
-            return []
-        return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
+        """A call or any task operation ended in a JSON-RPC error (unless the client cancelled it)."""
+        return [Send(self._error_message(ctx.id, error, ctx.rev))] if self._settled(ctx) else []
 
     def progress(self, ctx: Context, progress: float, total: float | None, message: str | None) -> list[Action]:
         if ctx.progress_token is None or ctx.id not in self.inflight:
@@ -377,6 +437,7 @@ class Core:
                     for listen_id, honoured in self.listens.items() if honoured.get("toolsListChanged")]
         return actions
 
+    @_answers
     def shutdown(self) -> list[Action]:
         """End every listen stream: the cancellation first, then the listen result."""
         actions: list[Action] = []
@@ -397,13 +458,13 @@ class Core:
             if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
                 return []
             if self.listens.pop(request_id, None) is not None:
-                return []
+                return self._drop_from_batch(request_id)
             if self.inflight.pop(request_id, None) is not None:
                 withdrawn: list[Action] = []
                 for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
                     del self.asks[key]             # withdraw our question too: the client can close its dialog
-                    withdrawn.append(Send(jsonrpc.notification("notifications/cancelled",
-                                                               {"requestId": key, "reason": "the call was cancelled"})))
+                    withdrawn += [CancelTimer(key), Send(jsonrpc.notification(
+                        "notifications/cancelled", {"requestId": key, "reason": "the call was cancelled"}))]
                 return [CancelCall(request_id), *withdrawn, *self._drop_from_batch(request_id)]
         return []
 
@@ -426,6 +487,8 @@ class Core:
         return message
 
     def error(self, ctx: Context, error: ProtocolError) -> Send:
+        """Unrouted, for the driver's older call sites: `call_failed` is the one to use."""
+        self.inflight.pop(ctx.id, None)
         return Send(self._error_message(ctx.id, error, ctx.rev))
 
     # --- tasks (store I/O happens in the driver) ----------------------------------------
@@ -436,54 +499,70 @@ class Core:
                 raise invalid_params(f"{ctx.method} needs a string 'taskId'")
             if ctx.method == "tasks/update" and not isinstance(ctx.params.get("inputResponses"), dict):
                 raise invalid_params("tasks/update needs an 'inputResponses' object")
-            if ctx.method == "tasks/result":
-                self.inflight[ctx.id] = ctx
+            self.inflight[ctx.id] = ctx
             return [TaskOp(ctx, ctx.method.split("/")[1], task_id=task_id)]
         cursor = ctx.params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise invalid_params("Invalid cursor")
+        self.inflight[ctx.id] = ctx
         return [TaskOp(ctx, "list", cursor=cursor)]
 
     # --- tasks: outcomes of TaskOps, rendered per era (records come from tasks.perform) ---
+    def _settled(self, ctx: Context) -> bool:
+        """The request leaves `inflight` now; False if the client cancelled it (no answer, ever)."""
+        return self.inflight.pop(ctx.id, None) is not None
+
+    @_answers
     def task_created(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """The task handle; a legacy session also gets a watcher for its status notifications."""
+        if not self._settled(ctx):
+            return []
         result = tasking.create_result(record, ctx.rev)
         actions: list[Action] = [Send(jsonrpc.response(ctx.id, modern.stamp(result, self.config, "task")))
                                  if ctx.modern else self.reply(ctx, result)]
         if not ctx.modern and ctx.rev.has("tasks.core"):
             actions.append(TaskOp(ctx, "watch", task_id=record.task_id))
-        return self._flush_batches(actions)
+        return actions
 
+    @_answers
     def task_status(self, ctx: Context, record: TaskRecord) -> list[Action]:
-        result = tasking.modern_detailed(record, ctx.rev) if ctx.modern else tasking.legacy_task(record)
-        return [self.reply(ctx, result)]
+        if not self._settled(ctx):
+            return []
+        return [self.reply(ctx, tasking.modern_detailed(record, ctx.rev) if ctx.modern
+                           else tasking.legacy_task(record))]
 
+    @_answers
     def task_cancelled(self, ctx: Context, record: TaskRecord, was_terminal: bool) -> list[Action]:
         """2025-11-25 answers with the task (-32602 if it had finished); the extension only acks."""
+        if not self._settled(ctx):
+            return []
         if ctx.modern:
             return [self.reply(ctx, {})]
         if was_terminal:
-            return [self.error(ctx, tasking.terminal_error(record))]
+            return [Send(self._error_message(ctx.id, tasking.terminal_error(record), ctx.rev))]
         return [self.reply(ctx, tasking.legacy_task(record))]
 
+    @_answers
     def task_updated(self, ctx: Context) -> list[Action]:
-        return [self.reply(ctx, {})]      # mcpwrap never asks inside a task: every key is ignored
+        return [self.reply(ctx, {})] if self._settled(ctx) else []   # mcpwrap never asks inside a task
 
+    @_answers
     def task_page(self, ctx: Context, records: list[TaskRecord], next_cursor: str | None) -> list[Action]:
-        return [self.reply(ctx, tasking.legacy_list(records, next_cursor))]
+        return [self.reply(ctx, tasking.legacy_list(records, next_cursor))] if self._settled(ctx) else []
 
     def task_waiting(self, ctx: Context) -> bool:
         """Whether a blocked tasks/result still has a client waiting (not cancelled)."""
         return ctx.id in self.inflight
 
+    @_answers
     def task_payload(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """tasks/result of a terminal task: the call's result (or error), unless the client cancelled."""
-        if self.inflight.pop(ctx.id, None) is None:
+        if not self._settled(ctx):
             return []
         try:
-            return self._flush_batches([self.reply(ctx, tasking.legacy_payload(record, ctx.rev))])
+            return [self.reply(ctx, tasking.legacy_payload(record, ctx.rev))]
         except ProtocolError as error:
-            return self._flush_batches([Send(self._error_message(ctx.id, error, ctx.rev))])
+            return [Send(self._error_message(ctx.id, error, ctx.rev))]
 
     def task_changed(self, ctx: Context, previous: TaskRecord | None, current: TaskRecord) -> list[Action]:
         """A watched task moved: progress on the call's token, then notifications/tasks/status."""
