@@ -9,7 +9,10 @@ import orjson
 import pytest
 
 from mcpwrap import config, jsonrpc, signing
-from mcpwrap.protocol.core import CancelCall, CancelTimer, Core, Send, StartCall, StartTimer
+from mcpwrap.protocol.core import CancelCall, CancelTimer, Core, Send, StartCall, StartTimer, Stderr, TaskOp
+from mcpwrap.protocol.revisions import TASKS_EXTENSION
+from mcpwrap.protocol.tasking import TaskRecord
+from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Text, ToolResult
 from tests import mcpschema
 from tests.harness import modern_meta
@@ -264,3 +267,158 @@ def test_unsafe_value_for_a_shell_tool_is_refused_before_anything_starts(version
         assert answer["error"]["code"] == -32602 and "NUL" in answer["error"]["message"]
     else:
         assert answer["result"]["isError"] is True and "NUL" in answer["result"]["content"][0]["text"]
+
+
+# --- issue 11, class 8: one accepted confirmation, one run ---------------------------------
+def _accept(core: Core, params: dict[str, Any], state: str, id: int) -> list[Any]:
+    return feed(core, request(id, "tools/call", {**params, "requestState": state,
+                                                 "inputResponses": {"confirm": {"action": "accept"}}}))
+
+
+def test_an_accepted_request_state_runs_once() -> None:
+    core = make_core()
+    params = {"_meta": modern_meta({"elicitation": {}}), "name": "deploy", "arguments": {"target": "prod"}}
+    state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
+    # Retries that only ask again or are refused do not use the state up.
+    assert sent(feed(core, request(2, "tools/call", {**params, "requestState": state})))[0]["result"]["resultType"] \
+        == "input_required"
+    declined = feed(core, request(3, "tools/call", {**params, "requestState": state,
+                                                    "inputResponses": {"confirm": {"action": "decline"}}}))
+    assert not any(isinstance(a, StartCall) for a in declined)
+    assert core.test_ledger.used == []  # type: ignore[attr-defined]
+    assert isinstance(_accept(core, params, state, 4)[0], StartCall)
+    for replay_id in (5, 6):
+        replay = _accept(core, params, state, replay_id)
+        assert not any(isinstance(a, StartCall) for a in replay)
+        assert sent(replay) == [{"jsonrpc": "2.0", "id": replay_id,
+                                 "error": {"code": -32602, "message": "invalid or expired requestState"}}]
+        assert any("already used" in a.text for a in replay if isinstance(a, Stderr))
+    assert [exp for _, exp in core.test_ledger.used] == [1000.0 + signing.DEFAULT_STATE_TTL_S]  # type: ignore[attr-defined]
+
+
+def test_an_accepted_request_state_creates_one_task() -> None:
+    core = make_core()
+    cfg = config.loads(TOOLS.replace(b'[tools.job]', b'[tools.job]\nconfirm = "go?"'), Path("/tmp/core.toml"))
+    core.config = cfg
+    caps = {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
+    params = {"_meta": modern_meta(caps), "name": "job", "arguments": {"n": 1}}
+    state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
+    assert [a.op for a in _accept(core, params, state, 2) if isinstance(a, TaskOp)] == ["create"]
+    replay = _accept(core, params, state, 3)
+    assert not any(isinstance(a, TaskOp) for a in replay) and sent(replay)[0]["error"]["code"] == -32602
+
+
+def test_an_unusable_ledger_runs_nothing() -> None:
+    def broken(nonce: str, expires_at: float, now: float) -> bool:
+        raise signing.LedgerError("nonce ledger /x/nonces is unsafe")
+    core = make_core()
+    core.consume_once = broken
+    params = {"_meta": modern_meta({"elicitation": {}}), "name": "deploy", "arguments": {"target": "prod"}}
+    state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
+    actions = _accept(core, params, state, 2)
+    assert not any(isinstance(a, StartCall) for a in actions)
+    assert sent(actions)[0]["error"]["code"] == -32603 and "nothing ran" in sent(actions)[0]["error"]["message"]
+    assert any("/x/nonces" in a.text for a in actions if isinstance(a, Stderr))
+
+
+# --- issue 11, class 6: every legacy question's timer ends with the question -------------
+def test_every_start_timer_gets_its_cancel_timer() -> None:
+    core = make_core()
+    core.config = config.loads(TOOLS + b'[tools.both]\ncommand = ["echo", "{x}"]\nconfirm = "run {x}?"\n'
+                                       b'args.x = { type = "string", elicit = true }\n', Path("/tmp/core.toml"))
+    init(core, "2025-11-25", {"elicitation": {}})
+    started: set[str] = set()
+    ended: set[str] = set()
+
+    def track(actions: list[Any]) -> list[Any]:
+        started.update(a.key for a in actions if isinstance(a, StartTimer))
+        ended.update(a.key for a in actions if isinstance(a, CancelTimer))
+        return actions
+
+    def ask(id: int, name: str = "deploy", arguments: dict[str, Any] | None = None) -> str:
+        out = sent(track(feed(core, request(id, "tools/call", {"name": name, "arguments": {"target": "prod"} if arguments is None else arguments}))))
+        return str(out[0]["id"])
+
+    def answer(key: str, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> list[Any]:
+        body = {"error": error} if error else {"result": result}
+        return track(feed(core, {"jsonrpc": "2.0", "id": key, **body}))
+
+    answer(ask(1), {"action": "accept"})
+    answer(ask(2), {"action": "decline"})
+    answer(ask(3), {"action": "cancel"})
+    answer(ask(4), error={"code": -1, "message": "no"})
+    answer(ask(5), {"action": "something else"})
+    # Two questions in a row (the argument, then the confirmation): two timers, both ended.
+    second = sent(answer(ask(6, "both", {}), {"action": "accept", "content": {"x": "y"}}))[0]
+    answer(str(second["id"]), {"action": "accept"})
+    withdrawn = ask(7)
+    track(feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}))
+    fired = ask(8)
+    track(core.timer(fired))                    # the timer itself ended this one
+    assert len(started) == 9 and withdrawn in ended
+    assert started - ended == {fired} and not core.asks
+
+
+# --- issue 11, class 9: every answer to a batch item inside that batch's array ------------
+def _outside_arrays(actions: list[Any]) -> list[Any]:
+    return [m for m in sent(actions) if isinstance(m, dict) and "method" not in m]
+
+
+def test_duplicate_ids_in_a_batch_are_answered_inside_it() -> None:
+    core = make_core()
+    init(core, "2025-03-26")
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    out = sent(feed(core, b"[" + ping + b"," + ping + b"]"))
+    assert len(out) == 1 and sorted(("error" in m, m["id"]) for m in out[0]) == [(False, 1), (True, 1)]
+    call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"msg":"x"}}}'
+    actions = feed(core, b"[" + call + b"," + call.replace(b'"x"', b'"y"') + b',{"jsonrpc":"2.0","id":2,"method":"ping"}]')
+    starts = [a for a in actions if isinstance(a, StartCall)]
+    assert len(starts) == 1 and sent(actions) == []     # the array waits for the call
+    done = sent(core.call_done(starts[0].ctx, ToolResult((Text("x\n"),))))
+    assert len(done) == 1 and [("error" in m, m["id"]) for m in done[0]] == [(True, 2), (True, 2), (False, 2)]
+    for message in done[0]:
+        mcpschema.check("2025-03-26", message, "tools/call")
+
+
+def test_ids_in_use_inside_and_outside_a_batch() -> None:
+    core = make_core()
+    init(core, "2025-03-26")
+    alone = feed(core, request(7, "tools/call", {"name": "echo", "arguments": {"msg": "a"}}))[0]
+    batched = feed(core, b'[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":8,"method":"tools/call",'
+                         b'"params":{"name":"echo","arguments":{"msg":"b"}}}]')
+    assert _outside_arrays(batched) == [] and sent(batched) == []
+    in_batch = next(a for a in batched if isinstance(a, StartCall))
+    # A lone request reusing the id the batch waits for is refused alone; the batch still gets its answer.
+    assert sent(feed(core, request(8, "ping")))[0]["error"]["code"] == -32600
+    assert sent(core.call_done(alone.ctx, ToolResult((Text("a"),))))[0]["id"] == 7
+    array = sent(core.call_done(in_batch.ctx, ToolResult((Text("b"),))))
+    assert len(array) == 1 and [(m["id"], "error" in m) for m in array[0]] == [(7, True), (8, False)]
+
+
+def test_task_operations_in_a_batch_answer_inside_it() -> None:
+    core = make_core()
+    init(core, "2025-03-26")
+    meta = modern_meta({"extensions": {TASKS_EXTENSION: {}}})
+    batch = [request(1, "tasks/get", {"_meta": meta, "taskId": "t1"}), request(2, "ping"),
+             request(3, "tasks/cancel", {"_meta": meta, "taskId": "t1"})]
+    actions = feed(core, orjson.dumps(batch))
+    ops = {a.ctx.id: a for a in actions if isinstance(a, TaskOp)}
+    assert sent(actions) == [] and sorted(ops) == [1, 3]
+    record = TaskRecord("t1", "working", "job", {}, 1000.0, 1000.0, 60000, 1000, "/tmp/core.toml", "d")
+    assert core.task_status(ops[1].ctx, record) == []
+    array = sent(core.call_failed(ops[3].ctx, ProtocolError(-32602, "no such task")))
+    assert len(array) == 1 and [m["id"] for m in array[0]] == [2, 1, 3]
+
+
+def test_a_listen_in_a_batch_answers_inside_it() -> None:
+    core = make_core()
+    init(core, "2025-03-26")
+    batch = [request(1, "subscriptions/listen", {"_meta": modern_meta(), "notifications": {"toolsListChanged": True}}),
+             request(2, "ping")]
+    assert _outside_arrays(feed(core, orjson.dumps(batch))) == []
+    out = sent(core.shutdown())
+    assert out[0]["method"] == "notifications/cancelled" and [m["id"] for m in out[1]] == [2, 1]
+    # Cancelling the listen ends its batch's wait too.
+    feed(core, orjson.dumps(batch))
+    array = sent(feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}))
+    assert [[m["id"] for m in a] for a in array] == [[2]]
