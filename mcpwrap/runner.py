@@ -3,19 +3,41 @@
 Argv and environment come from `templating`. `run` owns the child: its own
 session and process group, stdin from /dev/null or an argument, stdout kept
 up to `max_output` while the rest is drained and counted, stderr delivered
-line by line. On timeout, cancellation
-or when the leader exits, the whole group gets SIGTERM, a grace period, then
-SIGKILL, inside a shielded scope, so no descendant outlives the call.
+line by line. On timeout, cancellation or when the leader exits, the call's
+processes get SIGTERM, a grace period, then SIGKILL, inside a shielded scope;
+then the pipes get `FLUSH_S` to deliver what is already written and are
+abandoned, so a call answers within timeout + grace + ~0.5 s whatever its
+descendants do.
+
+Containment (`containment()` says which is in force): descendants that leave
+the process group (setsid, double fork) are still found. Where a writable
+cgroup v2 tree with `cgroup.kill` exists, each call's leader is moved right
+after spawn into a cgroup of its own under one directory for this process,
+and ended with `cgroup.kill`. Every child also inherits a per-call
+`MCPWRAP_CALL` tag: a sweep of /proc/*/environ SIGKILLs what carries it when
+there is no cgroup, or when something was forked before the cgroup move.
+`MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
+
+Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
+on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
+a pattern that overruns is reported once and dropped for the call. JSON from
+`output = "json"`/`"mcp"` nested deeper than `MAX_DEPTH` is an error result.
 """
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
 import functools
 import math
 import os
+import re
+import secrets
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +53,13 @@ from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaul
 STDERR_TAIL = 8192          # bytes of stderr kept for an error result
 LINE_CAP = 8192             # a longer stderr/stdout line is cut for logs and progress
 READ_CHUNK = 256 * 1024
+FLUSH_S = 0.25              # after the call's processes are ended, the pipes get this long to drain
+POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
+PROGRESS_WINDOW = 1024      # characters of a line a progress pattern sees
+MATCH_LIMIT_S = 0.05        # one progress match may hold the loop this long
+MAX_DEPTH = 64              # nesting allowed in a command's JSON (orjson cannot write 255)
+CALL_ENV = "MCPWRAP_CALL"
+CONTAINMENT_ENV = "MCPWRAP_CONTAINMENT"
 
 OnLine = Callable[[str], None]
 OnProgress = Callable[[float, float | None, str | None], None]
@@ -63,16 +92,51 @@ class _LineSplitter:
             self.feed(b"\n")
 
 
+class MatchTimeout(Exception):
+    """A regular expression ran past its time limit."""
+
+
+def _raise_match_timeout(signum: int, frame: Any) -> None:
+    raise MatchTimeout
+
+
+def bounded_search(pattern: re.Pattern[str], text: str, limit_s: float) -> re.Match[str] | None:
+    """pattern.search(text), raising MatchTimeout after limit_s.
+
+    `re` checks for signals every few thousand steps, so a SIGALRM whose handler
+    raises stops a runaway match. Signals are the main thread's, and an ITIMER_REAL
+    someone else armed is not ours to take: elsewhere the search runs unguarded.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        return pattern.search(text)
+    previous = signal.signal(signal.SIGALRM, _raise_match_timeout)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, limit_s)
+        try:
+            return pattern.search(text)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    finally:
+        signal.signal(signal.SIGALRM, previous)     # a late alarm now meets the old handler
+
+
 class _ProgressTracker:
     """Finds progress in output lines and reports only strictly increasing values."""
 
-    def __init__(self, tool: Tool, on_progress: OnProgress | None) -> None:
+    def __init__(self, tool: Tool, on_progress: OnProgress | None, on_warning: OnLine) -> None:
         self.pattern, self.on_progress, self.last = tool.progress, on_progress, -math.inf
+        self.tool_name, self.on_warning = tool.name, on_warning
 
     def line(self, text: str) -> None:
         if self.pattern is None or self.on_progress is None:
             return
-        match = self.pattern.search(text)
+        try:
+            match = bounded_search(self.pattern, text[:PROGRESS_WINDOW], MATCH_LIMIT_S)
+        except MatchTimeout:
+            self.pattern = None
+            self.on_warning(f"{self.tool_name}: the progress pattern ran over {MATCH_LIMIT_S * 1000:g} ms "
+                            "on one line; progress is off for the rest of this call")
+            return
         if not match:
             return
         groups = match.groupdict()
@@ -88,6 +152,11 @@ class _ProgressTracker:
             self.on_progress(progress, total, text)
 
 
+def _stderr_warning(text: str) -> None:
+    print(f"mcpwrap: {text}", file=sys.stderr)
+
+
+# --- containment: the process group, a cgroup where one is writable, the environment tag ------
 def _signal_group(pgid: int, sig: int) -> bool:
     """Send sig to the group; False when no member is left."""
     try:
@@ -106,14 +175,8 @@ def proc_stat(pid: int | str) -> list[bytes] | None:
         return None
 
 
-def group_alive(pgid: int) -> bool:
-    """True while a live (non-zombie) process is in the group.
-
-    kill(0) alone counts zombies, and an orphaned zombie may wait long for a
-    reaper that is not us; /proc tells them apart.
-    """
-    if not _signal_group(pgid, 0):
-        return False
+def _group_has_live_member(pgid: int) -> bool:
+    """kill(0) counts zombies, and an orphaned zombie may wait long for a reaper that is not us."""
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -122,16 +185,190 @@ def group_alive(pgid: int) -> bool:
                for stat in map(proc_stat, filter(str.isdigit, entries)))
 
 
-async def _end_group(process: trio.Process, grace_s: float) -> None:
-    """SIGTERM the whole group, wait up to grace_s for it to empty, then SIGKILL."""
-    pgid = process.pid
-    if _signal_group(pgid, signal.SIGTERM):
-        with trio.move_on_after(grace_s):
-            while process.poll() is None or group_alive(pgid):
-                await trio.sleep(0.01)
-        if group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
-    await process.wait()
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _write(path: str, data: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, data.encode())
+    finally:
+        os.close(fd)
+
+
+def kill_tagged(name: str, value: str) -> None:
+    """SIGKILL every other process whose environment holds name=value.
+
+    A match is signalled through a pidfd opened before its environment is read
+    again, so a pid reused meanwhile is never hit.
+    """
+    needle = f"{name}={value}".encode()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for entry in filter(str.isdigit, entries):
+        if entry == str(os.getpid()) or needle not in _read(f"/proc/{entry}/environ").split(b"\0"):
+            continue
+        try:
+            pidfd = os.pidfd_open(int(entry))
+        except OSError:
+            continue                                    # gone already
+        try:
+            if needle in _read(f"/proc/{entry}/environ").split(b"\0"):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+        finally:
+            os.close(pidfd)
+
+
+def _own_cgroup2() -> str | None:
+    """This process's cgroup v2 directory, from /proc/self/cgroup and /proc/self/mountinfo."""
+    own = next((line[3:].strip() for line in _read("/proc/self/cgroup").decode().splitlines()
+                if line.startswith("0::")), None)
+    if own is None:
+        return None
+    for line in _read("/proc/self/mountinfo").decode().splitlines():
+        fields = line.split()
+        after = fields.index("-") if "-" in fields else -1
+        if after < 0 or fields[after + 1] != "cgroup2":
+            continue
+        root, mount = fields[3], fields[4]
+        if root == "/" or own == root or own.startswith(root + "/"):
+            return os.path.join(mount, own[len(root):].lstrip("/") if root != "/" else own.lstrip("/"))
+    return None
+
+
+@functools.cache
+def _server_cgroup() -> str | None:
+    """One cgroup directory for this process's calls, or None where the tag sweep must do."""
+    if os.environ.get(CONTAINMENT_ENV) == "tag" or (base := _own_cgroup2()) is None:
+        return None
+    path = os.path.join(base, f"mcpwrap-{os.getpid()}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return None
+    if not os.path.exists(os.path.join(path, "cgroup.kill")):   # kernel < 5.14
+        _rmdir(path)
+        return None
+    atexit.register(_remove_server_cgroup, path)
+    return path
+
+
+def _remove_server_cgroup(path: str) -> None:
+    """At exit: kill what a call's own cleanup could not remove, then remove it all."""
+    for call in _subdirs(path):
+        with contextlib.suppress(OSError):
+            _write(os.path.join(call, "cgroup.kill"), "1")
+    deadline = time.monotonic() + 1.0
+    while not (all(map(_rmdir, _subdirs(path))) and _rmdir(path)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _subdirs(path: str) -> list[str]:
+    try:
+        return [entry.path for entry in os.scandir(path) if entry.is_dir()]
+    except OSError:
+        return []
+
+
+def _rmdir(path: str) -> bool:
+    """Remove an empty cgroup; True once it is gone (it refuses while a process is in it)."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def containment() -> str:
+    """Which containment is in force, in words for the CLI and docs."""
+    path = _server_cgroup()
+    return f"cgroup v2 at {path}" if path else "environment tag sweep"
+
+
+def _last_pid() -> int:
+    try:
+        return int(_read("/proc/sys/kernel/ns_last_pid"))
+    except ValueError:
+        return -1
+
+
+@dataclass
+class _Call:
+    """One call's processes: the leader's group, its cgroup if any, and the environment tag."""
+    process: trio.Process
+    tag: str
+    cgroup: str | None = None
+    sweep: bool = True              # False once nothing can have escaped the cgroup
+    ended: bool = False
+
+    def contain(self) -> None:
+        """Move the fresh leader into a cgroup of its own (None where there is none to use)."""
+        server = _server_cgroup()
+        if server is None:
+            return
+        path = os.path.join(server, self.tag)
+        try:
+            os.mkdir(path)
+        except OSError:
+            return
+        try:
+            _write(os.path.join(path, "cgroup.procs"), str(self.process.pid))
+        except OSError:
+            os.rmdir(path)
+            return
+        self.cgroup = path
+        # A pid allocated after the leader's may be one it forked before the move: sweep then.
+        self.sweep = _last_pid() != self.process.pid
+
+    def _cgroup_members(self) -> list[int]:
+        return [int(pid) for pid in _read(os.path.join(self.cgroup, "cgroup.procs")).split()] if self.cgroup else []
+
+    def _emptied(self) -> bool:
+        if self.cgroup:
+            return b"populated 0" in _read(os.path.join(self.cgroup, "cgroup.events"))
+        return self.process.poll() is not None and (
+            not _signal_group(self.process.pid, 0) or not _group_has_live_member(self.process.pid))
+
+    async def end(self, grace_s: float) -> None:
+        """SIGTERM everything, wait up to grace_s for it to go, SIGKILL, then remove and sweep."""
+        pgid = self.process.pid
+        termed = _signal_group(pgid, signal.SIGTERM)
+        for pid in self._cgroup_members():           # members that left the group (setsid)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+                termed = True
+        if termed:
+            delay = 0.002
+            with trio.move_on_after(grace_s):
+                while not self._emptied():
+                    await trio.sleep(delay)
+                    delay = min(2 * delay, POLL_CAP_S)
+            _signal_group(pgid, signal.SIGKILL)       # harmless when the group is empty
+            if self.cgroup:
+                with contextlib.suppress(OSError):
+                    _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
+        await self.process.wait()
+        if self.cgroup:
+            delay = 0.002
+            with trio.move_on_after(FLUSH_S):       # SIGKILLed members leave at once; else exit cleans up
+                while not _rmdir(self.cgroup):
+                    await trio.sleep(delay)
+                    delay = min(2 * delay, POLL_CAP_S)
+        if self.sweep:
+            await trio.to_thread.run_sync(kill_tagged, CALL_ENV, self.tag)
+        self.ended = True
+
 
 
 @functools.cache
@@ -169,11 +406,13 @@ async def _drain_stderr(stream: trio.abc.ReceiveStream, capture: _Capture, on_li
 
 
 async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None = None,
-              on_progress: OnProgress | None = None, kill_grace_s: float | None = None) -> ToolResult:
-    """Run one validated call to completion; cancellation kills the process group."""
+              on_progress: OnProgress | None = None, kill_grace_s: float | None = None,
+              on_warning: OnLine = _stderr_warning) -> ToolResult:
+    """Run one validated call to completion; cancellation ends all of the call's processes."""
     args = with_defaults(tool, args)
     argv = build_argv(tool, args)
-    env = build_env(tool, args, _inherited_env())
+    tag = secrets.token_hex(8)
+    env = {**build_env(tool, args, _inherited_env()), CALL_ENV: tag}
     stdin: Any = subprocess.DEVNULL
     stdin_data: bytes | None = None
     if tool.stdin_arg is not None and tool.stdin_arg in args:
@@ -181,7 +420,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
         stdin_data = (value if isinstance(value, str) else orjson.dumps(value).decode()).encode()
         stdin = subprocess.PIPE
     grace = tool.kill_grace_s if kill_grace_s is None else kill_grace_s
-    progress = _ProgressTracker(tool, on_progress)
+    progress = _ProgressTracker(tool, on_progress, on_warning)
 
     def stderr_line(line: str) -> None:
         progress.line(line)
@@ -198,6 +437,8 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                 cwd=str(tool.cwd), env=env, start_new_session=True, close_fds=True)
     except OSError as exc:
         return error_result(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
+    call = _Call(process, tag)
+    call.contain()
     timed_out = False
     assert process.stdout is not None and process.stderr is not None
     try:
@@ -211,11 +452,13 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             timed_out = deadline.cancelled_caught
             # The leader is gone (or overran): nothing of the call may outlive it.
             with trio.CancelScope(shield=True):
-                await _end_group(process, grace)
+                await call.end(grace)
+            # What is already in the pipes gets a moment; a writer that escaped everything does not.
+            nursery.cancel_scope.deadline = trio.current_time() + FLUSH_S
     finally:
-        if process.returncode is None or _signal_group(process.pid, 0):   # cancelled before the end above
+        if not call.ended:                          # cancelled before the end above
             with trio.CancelScope(shield=True):
-                await _end_group(process, min(grace, 0.5))
+                await call.end(min(grace, 0.5))
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
                        time.monotonic() - started)
@@ -227,6 +470,18 @@ async def _feed_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
             await stream.send_all(data)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass                                            # the child closed stdin early: its choice
+
+
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """True when lists/dicts nest deeper than limit; iterative, so no depth can exhaust the stack."""
+    stack = [(value, 1)] if isinstance(value, (list, dict)) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+                     if isinstance(child, (list, dict)))
+    return False
 
 
 def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, timed_out: bool,
@@ -257,6 +512,8 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
         doc = orjson.loads(stdout)
     except orjson.JSONDecodeError as exc:
         return error_result(f"the command's output is not valid JSON: {exc}", **meta)
+    if depth_exceeds(doc, MAX_DEPTH):
+        return error_result(f"the command's JSON is nested deeper than {MAX_DEPTH} levels", **meta)
     if tool.output == "json":
         if tool.output_schema is not None:
             from jsonschema import Draft202012Validator
@@ -272,4 +529,4 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
     return ToolResult(content=content, structured=structured, is_error=is_error, **meta)
 
 
-__all__ = ["ArgumentError", "run"]
+__all__ = ["ArgumentError", "containment", "run"]

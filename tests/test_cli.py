@@ -13,7 +13,7 @@ from tests.harness import mcpwrap_cmd
 TOOLS = r"""
 [tools.count]
 shell = 'for i in 1 2 3; do echo "$i/3" >&2; sleep 0.05; done; echo counted'
-progress = '(\d+)/(\d+)'
+progress = '(?<!\d)(\d+)/(\d+)'
 """
 
 

@@ -209,7 +209,7 @@ def test_stderr_lines_and_progress(tmp_path: Path) -> None:
     cfg = load(tmp_path, r"""
 [tools.t]
 command = ["sh", "-c", "echo 1/3 >&2; echo 1/3 >&2; echo 'step 2/3' >&2; echo 3/3 >&2; echo out"]
-progress = '(?P<progress>\d+)/(?P<total>\d+)'
+progress = '(?<!\d)(?P<progress>\d+)/(?P<total>\d+)'
 """)
     lines: list[str] = []
     progress: list[tuple[float, float | None]] = []

@@ -1,0 +1,302 @@
+"""Attacks on the runner's promises: a timeout bounds the call, nothing a call starts outlives it,
+ending many calls at once is quick, progress patterns cannot stall the loop, deep JSON is refused.
+
+Each containment test runs in both modes: the cgroup (skipped where this machine has no writable
+cgroup v2 tree) and the environment tag sweep (forced with MCPWRAP_CONTAINMENT=tag), so machines
+without cgroups run the same code path. Every process a test starts carries a unique MARK in its
+environment; the test finds only those, and kills any that survive, at teardown.
+
+Times are asserted with a margin over the contract (timeout + grace + 0.5 s): the margin absorbs a
+loaded 2-core machine, while the behaviour attacked here (waiting for an escaped writer, scanning
+/proc per group, a quadratic match) overshoots it by far more.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from mcpwrap import config, runner
+from tests import procs
+from tests.harness import until
+
+HANG_S = 60.0          # a hang guard only
+PR_SET_CHILD_SUBREAPER = 36
+MARGIN_S = 5.0         # over the contract, for a loaded machine (see the module docstring)
+
+
+@pytest.fixture(params=["cgroup", "tag"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "tag":
+        monkeypatch.setenv(runner.CONTAINMENT_ENV, "tag")
+    else:
+        monkeypatch.delenv(runner.CONTAINMENT_ENV, raising=False)
+    runner._server_cgroup.cache_clear()
+    if request.param == "cgroup" and not runner.containment().startswith("cgroup v2"):
+        pytest.skip("no writable cgroup v2 tree with cgroup.kill here")
+    yield request.param
+    runner._server_cgroup.cache_clear()
+
+
+@pytest.fixture
+def mark() -> Iterator[str]:
+    """A value for MARK that only this test's processes carry; survivors are killed at teardown."""
+    value = uuid.uuid4().hex
+    yield value
+    for pid in procs.with_env("MARK", value):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def tool(mark: str, body: str) -> config.Tool:
+    text = f'[tools.t]\nenv = {{ MARK = "{mark}" }}\n{body}'
+    return config.loads(text.encode(), Path("tools.toml")).tool("t")
+
+
+def timed_run(spec: config.Tool, args: dict[str, Any] | None = None, **kwargs: Any) -> tuple[Any, float]:
+    async def main() -> Any:
+        with trio.fail_after(HANG_S):
+            return await runner.run(spec, args or {}, **kwargs)
+    started = time.monotonic()
+    result = trio.run(main)
+    return result, time.monotonic() - started
+
+
+def gone(mark: str) -> bool:
+    return not procs.with_env("MARK", mark)
+
+
+def test_timeout_bounds_the_call_despite_an_escaped_writer(mode: str, mark: str) -> None:
+    spec = tool(mark, 'shell = "setsid sleep 1021 & sleep 1022"\ntimeout = "1s"\nkill_grace = "0.5s"\n')
+    result, took = timed_run(spec)
+    assert result.timed_out and "timed out after 1s" in result.text
+    assert took < 1 + 0.5 + MARGIN_S, took
+    until(lambda: gone(mark), "the escaped sleeper to be killed")
+
+
+def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str) -> None:
+    spec = tool(mark, 'shell = "setsid sleep 1023 & echo started"\nkill_grace = "0.5s"\n')
+    result, took = timed_run(spec)
+    assert result.text == "started\n" and not result.is_error
+    assert took < 0.5 + MARGIN_S, took
+    until(lambda: gone(mark), "the daemon to be killed")
+
+
+DOUBLE_FORK = """
+import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(w, str(os.getpid()).encode())
+        os.closerange(0, 65536)
+        time.sleep(1024)
+    os._exit(0)
+os.close(w)
+print(os.read(r, 32).decode(), flush=True)
+"""
+
+
+def test_double_fork_that_closes_its_fds_is_killed(mode: str, mark: str) -> None:
+    spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{DOUBLE_FORK}''']\n")
+    result, _ = timed_run(spec)
+    daemon = int(result.text)
+    assert not result.is_error and daemon > 0
+    until(lambda: gone(mark), "the double-forked daemon to be killed")
+
+
+def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tag sweep's documented limit, which the cgroup does not have."""
+    monkeypatch.delenv(runner.CONTAINMENT_ENV, raising=False)
+    runner._server_cgroup.cache_clear()
+    if not runner.containment().startswith("cgroup v2"):
+        pytest.skip("no writable cgroup v2 tree with cgroup.kill here")
+    # The marker is in argv, since the environment is gone: `sleep 1025.<mark digits>`.
+    seconds = f"1025.{int(mark[:8], 16)}"
+    spec = tool(mark, f'shell = "setsid env -i sleep {seconds} & echo started"\n')
+    try:
+        result, _ = timed_run(spec)
+        assert result.text == "started\n"
+        until(lambda: not procs.with_cmdline(f"sleep {seconds}"), "the environment-less daemon to be killed")
+    finally:
+        for pid in procs.with_cmdline(f"sleep {seconds}"):
+            os.kill(pid, signal.SIGKILL)
+    server = runner._server_cgroup()
+    assert server is not None and not [e for e in os.scandir(server) if e.is_dir()]   # the call's cgroup is gone
+
+
+@pytest.mark.parametrize("calls", [200])
+def test_many_term_ignoring_calls_cancelled_at_once(mode: str, mark: str, calls: int) -> None:
+    grace = 1.0
+    spec = tool(mark, f"""shell = "trap '' TERM; echo ready >&2; sleep 1026"\nkill_grace = "{grace}s"\n""")
+
+    async def main() -> float:
+        ready = 0
+        all_ready = trio.Event()
+
+        def line(text: str) -> None:
+            nonlocal ready
+            ready += text == "ready"
+            if ready == calls:
+                all_ready.set()
+        with trio.fail_after(HANG_S):
+            async with trio.open_nursery() as nursery:
+                for _ in range(calls):
+                    nursery.start_soon(lambda: runner.run(spec, {}, on_stderr=line))
+                await all_ready.wait()
+                started = trio.current_time()
+                nursery.cancel_scope.cancel()
+        return trio.current_time() - started
+    took = trio.run(main)
+    assert took < grace + 0.5 + MARGIN_S / 2, took
+    until(lambda: gone(mark), "every TERM-ignoring child to be killed", timeout=5)
+
+
+def test_zombie_left_in_the_group_does_not_cost_the_grace(mode: str, mark: str) -> None:
+    """An orphan whose reaper is late keeps kill(pgid, 0) succeeding; the call must not wait for it.
+
+    The leader lets its child exit unreaped, then exits itself; the zombie passes to this test
+    process, made a subreaper for the call, which reaps it only afterwards.
+    """
+    code = ("import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\n"
+            "os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)\nprint(pid)\n")
+    spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\nkill_grace = \"20s\"\n")
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    try:
+        result, took = timed_run(spec)
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    os.waitpid(int(result.text), 0)
+    assert not result.is_error
+    assert took < 20, took
+
+
+# --- progress patterns -------------------------------------------------------------------------
+def _max_stall(spec: config.Tool) -> tuple[Any, float]:
+    """Run the call beside a ticker; return its result and the longest the loop was held."""
+    async def main() -> tuple[Any, float]:
+        worst = 0.0
+        result: Any = None
+
+        async def call() -> None:
+            nonlocal result
+            result = await runner.run(spec, {}, on_progress=lambda *_: None)
+            nursery.cancel_scope.cancel()
+        with trio.fail_after(HANG_S):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call)
+                while True:
+                    before = time.monotonic()
+                    await trio.sleep(0.005)
+                    worst = max(worst, time.monotonic() - before)
+        return result, worst
+    return trio.run(main)
+
+
+def test_digit_lines_do_not_stall_the_loop(mark: str) -> None:
+    digits = "7" * 8191
+    spec = tool(mark, f"""shell = "for i in 1 2 3; do echo {digits} >&2; done; echo done"
+progress = '(\\d+)/(\\d+)'
+""")
+    result, worst = _max_stall(spec)
+    assert result.text == "done\n" and not result.is_error
+    assert worst < 0.5, worst
+
+
+CATASTROPHIC = """
+import sys, trio
+from pathlib import Path
+from mcpwrap import config, runner
+spec = config.loads('''[tools.t]
+shell = "echo {line} >&2; echo intact"
+progress = '(a+)+b'
+'''.encode(), Path("tools.toml")).tool("t")
+warnings = []
+result = trio.run(lambda: runner.run(spec, {{}}, on_progress=lambda *_: None, on_warning=warnings.append))
+print(repr(result.text), len(warnings))
+"""
+
+
+def test_catastrophic_user_pattern_is_stopped(tmp_path: Path) -> None:
+    # In a child process: an unguarded (a+)+b on 40 a's runs for hours and no trio timeout can stop it.
+    done = subprocess.run([sys.executable, "-c", CATASTROPHIC.format(line="a" * 40)], capture_output=True,
+                          text=True, timeout=HANG_S, cwd=Path(__file__).parent.parent)
+    assert done.stdout.split() == ["'intact\\n'", "1"], done.stdout + done.stderr
+
+
+def test_match_guard_stops_a_runaway_match_and_restores_signals() -> None:
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.monotonic()
+    with pytest.raises(runner.MatchTimeout):
+        runner.bounded_search(re.compile(r"(a+)+b"), "a" * 40, 0.05)
+    assert time.monotonic() - started < MARGIN_S
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    match = runner.bounded_search(re.compile(r"(\d+)/(\d+)"), "step 2/3", 0.05)
+    assert match is not None and match.groups() == ("2", "3")
+    found: list[Any] = []                  # off the main thread there are no signals: unguarded
+    thread = threading.Thread(target=lambda: found.append(runner.bounded_search(re.compile("b"), "ab", 0.05)))
+    thread.start()
+    thread.join(HANG_S)
+    assert found and found[0] is not None
+
+
+@pytest.mark.parametrize("path", ["mcpwrap/starter.toml", "examples/deploy.toml", "tests/fixtures/basic.toml",
+                                  "tests/fixtures/sdk.toml", "tests/fixtures/ts.toml"])
+def test_shipped_progress_patterns_are_linear(path: str) -> None:
+    """A line of digits with no slash: a backtracking pattern takes ~n^2 steps, a linear one ~n."""
+    text = (Path(__file__).parent.parent / path).read_text()
+    patterns = re.findall(r"^progress = '(.*)'$", text, re.MULTILINE)
+    assert patterns
+    for pattern in map(re.compile, patterns):
+        started = time.process_time()
+        assert pattern.search("7" * 8192) is None
+        assert time.process_time() - started < 0.05, pattern.pattern
+        assert pattern.search("copied 12/40 files")
+
+
+# --- nesting ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("output, doc", [
+    ("json", "[" * 300 + "]" * 300),
+    ("mcp", '{"content": [], "structuredContent": {"a": ' + "[" * 300 + "]" * 300 + "}}"),
+])
+def test_deeply_nested_json_is_an_error_result(mark: str, output: str, doc: str) -> None:
+    spec = tool(mark, f"command = ['printf', '%s', '{doc}']\noutput = '{output}'\n")
+    result, _ = timed_run(spec)
+    assert result.is_error and f"nested deeper than {runner.MAX_DEPTH} levels" in result.text
+
+
+def test_depth_bound() -> None:
+    def nested(depth: int) -> Any:
+        value: Any = 1
+        for n in range(depth):
+            value = [value] if n % 2 else {"k": value}
+        return value
+    assert not runner.depth_exceeds(nested(runner.MAX_DEPTH), runner.MAX_DEPTH)
+    assert runner.depth_exceeds(nested(runner.MAX_DEPTH + 1), runner.MAX_DEPTH)
+    assert runner.depth_exceeds(nested(100_000), runner.MAX_DEPTH)
+    assert not runner.depth_exceeds("x", 0)
+
+
+def test_containment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(runner.CONTAINMENT_ENV, "tag")
+    runner._server_cgroup.cache_clear()
+    try:
+        assert runner.containment() == "environment tag sweep"
+    finally:
+        runner._server_cgroup.cache_clear()
