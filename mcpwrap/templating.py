@@ -3,8 +3,10 @@
 A placeholder `{name}` fills part of exactly one argv element and is never
 re-parsed; an absent optional argument drops its element; a boolean with
 `flag` becomes that flag or nothing; an array repeats its element once per
-item. A whole-element value that starts with "-" before any "--" is refused,
-so a value can never become an option. `shell` scripts see arguments only as
+item. An element whose first character comes from a value and is "-" is
+refused unless a literal "--" element came before it, wherever the
+placeholder sits (with a suffix, after literal-free or empty values), so a
+value can never become an option. `shell` scripts see arguments only as
 `MCP_ARG_<NAME>` environment variables (and all of them as JSON in MCP_ARGS).
 """
 
@@ -37,13 +39,28 @@ def _check_value(name: str, text: str) -> None:
         raise ArgumentError(f"argument '{name}' contains a NUL byte, which no command line can carry")
 
 
+def _fill(element: str, values: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The element with its placeholders filled, and the argument its first character came from
+    (None when it came from the tools file's own text, or the element is empty)."""
+    pieces: list[tuple[str, str | None]] = []
+    end = 0
+    for match in PLACEHOLDER.finditer(element):
+        text = _scalar(values[match[1]])
+        _check_value(match[1], text)
+        pieces += [(element[end:match.start()], None), (text, match[1])]
+        end = match.end()
+    pieces.append((element[end:], None))
+    leader = next((source for text, source in pieces if text), None)
+    return "".join(text for text, _ in pieces), leader
+
+
 def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
     """The argv to execute; raises ArgumentError for an unsafe value. A shell tool's script is fixed."""
     if tool.command is None:
         return ["/bin/sh", "-c", tool.shell or ""]
     argv: list[str] = []
     after_separator = False
-    for index, element in enumerate(tool.command):
+    for element in tool.command:
         names = [m[1] for m in PLACEHOLDER.finditer(element)]
         if not names:
             argv.append(element)
@@ -57,19 +74,16 @@ def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
                 argv.append(spec.flag)
             continue
         array = next((n for n in names if isinstance(args[n], list)), None)
-        items = args[array] if array else [None]
-        for item in items:
-            def fill(match: Any, item: Any = item) -> str:
-                value = item if match[1] == array else args[match[1]]
-                text = _scalar(value)
-                _check_value(match[1], text)
-                return text
-            produced = PLACEHOLDER.sub(fill, element)
-            whole = element.startswith("{") and element.endswith("}") and len(names) == 1
-            if whole and produced.startswith("-") and not after_separator and index > 0:
+        for item in args[array] if array else [None]:
+            produced, leader = _fill(element, {**args, array: item} if array else args)
+            # What reaches the command decides, not the template's shape: prefix, suffix or an empty
+            # value before it, a value-led element starting with "-" would be parsed as an option.
+            # (config.py forbids placeholders in command[0], so this never judges the program.)
+            if leader is not None and produced.startswith("-") and not after_separator:
                 raise ArgumentError(
-                    f"argument '{names[0]}' starts with '-' and would be read as an option; "
-                    "the tools file can put \"--\" before it to allow such values")
+                    f"argument '{leader}' starts with '-' where it begins the command element {element!r} "
+                    "and would be read as an option; the tools file can put \"--\" before that element, "
+                    "or attach the value to a literal option (e.g. \"--regexp={pattern}\")")
             argv.append(produced)
     return argv
 

@@ -1,0 +1,137 @@
+"""Argv templating: a value never becomes an option, wherever its placeholder sits.
+
+The rule under test is about what reaches the command: an argv element (after
+the program) whose first character comes from an argument value and is "-" is
+refused unless a literal "--" element came earlier in the template. The
+property test builds random templates with `config.loads` and checks
+`build_argv` against an oracle that knows where every character came from.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mcpwrap import config
+from mcpwrap.templating import ArgumentError, build_argv
+
+
+def tool(command: list[str], args: str) -> config.Tool:
+    toml = f"[tools.t]\ncommand = {orjson.dumps(command).decode()}\n{args}"
+    found = config.loads(toml.encode(), Path("/tmp/templating.toml")).tool("t")
+    assert found is not None
+    return found
+
+
+def test_a_value_with_a_literal_suffix_cannot_become_an_option() -> None:
+    git_log = tool(["git", "log", "{rev}..HEAD"], 'args.rev = { type = "string" }')
+    assert build_argv(git_log, {"rev": "main"}) == ["git", "log", "main..HEAD"]
+    with pytest.raises(ArgumentError, match=r"argument 'rev'.*starts with '-'"):
+        build_argv(git_log, {"rev": "--output=FILE"})
+
+
+def test_an_empty_value_does_not_hide_the_next_values_dash() -> None:
+    joined = tool(["rm", "{a}{b}"], 'args.a = { type = "string" }\nargs.b = { type = "string" }')
+    with pytest.raises(ArgumentError, match="argument 'b'"):
+        build_argv(joined, {"a": "", "b": "-rf"})
+    assert build_argv(joined, {"a": "x", "b": "-rf"}) == ["rm", "x-rf"]
+
+
+def test_an_array_item_cannot_become_an_option() -> None:
+    listing = tool(["ls", "{paths}.txt"], 'args.paths = { type = "array", items = { type = "string" } }')
+    assert build_argv(listing, {"paths": ["a", "b"]}) == ["ls", "a.txt", "b.txt"]
+    with pytest.raises(ArgumentError, match="argument 'paths'"):
+        build_argv(listing, {"paths": ["a", "-R"]})
+
+
+def test_a_literal_first_character_or_an_earlier_separator_allows_a_dash() -> None:
+    grep = tool(["grep", "--regexp={pattern}", "{pattern}x", "--", "{pattern}y"],
+                'args.pattern = { type = "string" }')
+    with pytest.raises(ArgumentError) as refused:
+        build_argv(grep, {"pattern": "-v"})                     # "{pattern}x" comes before the "--"
+    assert '"--"' in str(refused.value) and "--regexp={pattern}" in str(refused.value)
+    attached = tool(["grep", "--regexp={pattern}", "--", "{pattern}y"], 'args.pattern = { type = "string" }')
+    assert build_argv(attached, {"pattern": "-v"}) == ["grep", "--regexp=-v", "--", "-vy"]
+    empty_then_literal = tool(["prog", "{a}-x"], 'args.a = { type = "string" }')
+    assert build_argv(empty_then_literal, {"a": ""}) == ["prog", "-x"]   # the dash is the tools file's own
+
+
+# --- property: random templates, values that start with "-" or are empty -------------------------------
+
+SCALARS = ("s0", "s1", "n")
+ARGS = ('args.s0 = { type = "string", optional = true }\n'
+        'args.s1 = { type = "string", optional = true }\n'
+        'args.n = { type = "integer", optional = true }\n'
+        'args.arr = { type = "array", items = { type = "string" }, optional = true }\n'
+        'args.f = { type = "boolean", flag = "-v", optional = true }\n')
+Piece = tuple[str, str | None]               # (literal text, None) or ("", argument name)
+
+literals = st.sampled_from(["x", "-", "--", "..HEAD", "=", "-o", "a b"])
+dashed = st.sampled_from(["-", "-rf", "--output=F", "--"])
+strings = dashed | dashed | st.sampled_from(["", "", "x", "a b"]) | st.text(st.characters(exclude_characters="\x00"), max_size=4)
+values = st.fixed_dictionaries({"s0": strings, "s1": strings, "n": st.integers(-3, 3),
+                                "arr": st.lists(strings, max_size=3), "f": st.booleans()})
+# Most arguments present, a few absent (their elements drop).
+arguments = st.tuples(values, st.sets(st.sampled_from((*SCALARS, "arr", "f")), max_size=2)).map(
+    lambda drawn: {name: value for name, value in drawn[0].items() if name not in drawn[1]})
+piece_lists = st.lists(st.sampled_from((*SCALARS, "arr")).map(lambda name: ("", name)) | literals.map(lambda text: (text, None)),
+                      min_size=1, max_size=4)
+
+
+@st.composite
+def element(draw: Any) -> list[Piece]:
+    kind = draw(st.sampled_from(["pieces"] * 6 + ["flag", "separator"]))
+    if kind != "pieces":
+        return [("", "f")] if kind == "flag" else [("--", None)]
+    drawn: list[Piece] = draw(piece_lists)
+    arrays = [i for i, (_, name) in enumerate(drawn) if name == "arr"]
+    return drawn if len(arrays) < 2 else [piece for i, piece in enumerate(drawn) if i not in arrays[1:]]
+
+
+def template_text(pieces: list[Piece]) -> str:
+    return "".join(text if name is None else "{" + name + "}" for text, name in pieces)
+
+
+@cache
+def cached_tool(command: tuple[str, ...]) -> config.Tool:
+    return tool(list(command), ARGS)
+
+
+def expected(template: list[list[Piece]], args: dict[str, Any]) -> tuple[list[str], bool]:
+    """The oracle: the argv, and whether some value would lead an element with '-' before a literal '--'."""
+    argv, refused, separated = ["prog"], False, False
+    for pieces in template:
+        names = {name for _, name in pieces if name is not None}
+        if pieces == [("--", None)]:
+            separated = True
+        if any(name not in args for name in names):
+            continue
+        if names == {"f"}:
+            argv += ["-v"] if args["f"] else []
+            continue
+        for item in args["arr"] if "arr" in names else [None]:
+            texts = [(text, False) if name is None else (str(item if name == "arr" else args[name]), True)
+                     for text, name in pieces]
+            lead = next(((text, from_value) for text, from_value in texts if text), ("", False))
+            refused = refused or (lead[1] and lead[0].startswith("-") and not separated)
+            argv.append("".join(text for text, _ in texts))
+    return argv, refused
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(element(), min_size=1, max_size=6), arguments)
+def test_no_value_ever_leads_an_element_with_a_dash(template: list[list[Piece]], args: dict[str, Any]) -> None:
+    want, must_refuse = expected(template, args)
+    try:
+        argv = build_argv(cached_tool(("prog", *map(template_text, template))), args)
+    except ArgumentError:
+        assert must_refuse, "refused although no value would lead an element with '-'"
+        return
+    assert not must_refuse, f"a value leads an element with '-' before any literal '--': {want}"
+    assert argv == want                       # every value inside exactly one element, never split or re-parsed
