@@ -1,4 +1,4 @@
-"""Hypothesis: the framing, the templating and the protocol core on arbitrary input."""
+"""Hypothesis: the framing and the protocol core on arbitrary input (templating: tests/test_templating.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from mcpwrap import config, jsonrpc, signing
 from mcpwrap.protocol.core import Core, Send
-from mcpwrap.templating import ArgumentError, build_argv
 from tests import mcpschema
 from tests.harness import modern_meta
 
@@ -111,15 +110,3 @@ def test_line_reader_is_chunking_independent(chunks: list[bytes], split: int) ->
     got += pieces.finish()
     assert [g for g in got if g is not None] == [e for e in expected if e is not None]
 
-
-@given(st.text().filter(lambda s: "\x00" not in s), st.lists(st.text().filter(lambda s: "\x00" not in s), max_size=3))
-def test_a_value_never_becomes_two_arguments_or_an_option(a: str, b: list[str]) -> None:
-    tool = TOOLS.tool("t")
-    assert tool is not None
-    try:
-        argv = build_argv(tool, {"a": a, "b": b})
-    except ArgumentError:
-        assert a.startswith("-")                  # refused only where it would read as an option
-        return
-    assert argv == ["prog", a, f"--opt={a}", f"x{a}y", "--", a, *b]
-    assert not argv[1].startswith("-")
