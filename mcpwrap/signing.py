@@ -369,13 +369,18 @@ class NonceLedger:
         """The ledger directory as an fd, created 0700; both it and the state dir are checked on
         their fds, and it is opened relative to the state dir's fd (no check/use race)."""
         try:
-            for directory in (self.state_dir, self.path):
-                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise self._refuse(f"cannot be created ({exc.strerror})") from None
         parent = self._checked(str(self.state_dir), self.state_dir)
         try:
-            return self._checked("nonces", self.path, parent)
+            try:
+                os.mkdir(self.path.name, 0o700, dir_fd=parent)
+            except FileExistsError:
+                pass
+            except OSError as exc:
+                raise self._refuse(f"cannot be created ({exc.strerror})") from None
+            return self._checked(self.path.name, self.path, parent)
         finally:
             os.close(parent)
 

@@ -21,10 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcpwrap.signing import (
+    CLOCK_SKEW_S,
     DEFAULT_STATE_TTL_S,
     MIN_KEY_BYTES,
     ROTATION_GRACE_S,
+    SWEEP_INTERVAL_S,
     Keyring,
+    LedgerError,
+    NonceLedger,
     SecretFileError,
     StateError,
     default_secret_path,
@@ -309,37 +313,37 @@ def test_not_a_regular_file_refused(tmp_path: Path) -> None:
         load_secret(fifo, T0)  # must not block
 
 
-def test_exactly_one_secret_when_20_processes_race(tmp_path: Path) -> None:
-    """All children block on a pipe until every one is ready, then race ensure_secret."""
-    path = tmp_path / "fresh" / "secret"
+def _race(code: str, *args: str, n: int = 20) -> list[str]:
+    """Run ``code`` in n processes that block on a pipe until every one is ready, then go at once.
+
+    The code sees the ready and go fds as ``ready`` and ``go`` and its own ``args``; returns each stdout.
+    """
     go_r, go_w = os.pipe()
     ready_r, ready_w = os.pipe()
-    code = (
+    prologue = (
         "import os, sys, time\n"
         "from pathlib import Path\n"
-        "from mcpwrap.signing import ensure_secret\n"
-        "go, ready = int(sys.argv[1]), int(sys.argv[2])\n"
+        "go, ready, args = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]\n"
         "os.write(ready, b'r'); os.close(ready)\n"
         "os.read(go, 1)\n"  # EOF when the parent closes the write end: everyone starts together
-        "print(ensure_secret(Path(sys.argv[3]), time.time()).current.hex())\n"
     )
     env = {**os.environ, "PYTHONPATH": str(MAIN)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", code, str(go_r), str(ready_w), str(path)],
+            [sys.executable, "-c", prologue + code, str(go_r), str(ready_w), *args],
             pass_fds=(go_r, ready_w),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
             cwd=MAIN,
         )
-        for _ in range(20)
+        for _ in range(n)
     ]
     os.close(go_r)
     os.close(ready_w)
     try:
         ready = b""
-        while len(ready) < 20:  # bounded: EOF once every child has written or died
+        while len(ready) < n:  # bounded: EOF once every child has written or died
             chunk = os.read(ready_r, 64)
             if not chunk:
                 break
@@ -347,13 +351,85 @@ def test_exactly_one_secret_when_20_processes_race(tmp_path: Path) -> None:
     finally:
         os.close(ready_r)
         os.close(go_w)
-    keys = set()
+    outs = []
     for p in procs:
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err.decode()
-        keys.add(out.strip())
-    assert len(ready) == 20
+        outs.append(out.decode().strip())
+    assert len(ready) == n
+    return outs
+
+
+def test_exactly_one_secret_when_20_processes_race(tmp_path: Path) -> None:
+    path = tmp_path / "fresh" / "secret"
+    code = "from mcpwrap.signing import ensure_secret\nprint(ensure_secret(Path(args[0]), time.time()).current.hex())\n"
+    keys = set(_race(code, str(path)))
     assert len(keys) == 1
     assert os.listdir(path.parent) == ["secret"]
     assert mode_of(path) == 0o600
-    assert load_secret(path, T0).current.hex() == keys.pop().decode()
+    assert load_secret(path, T0).current.hex() == keys.pop()
+
+
+# --- the one-time ledger ---------------------------------------------------
+
+
+def test_a_nonce_is_consumed_once_by_any_ledger_on_the_directory(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first, second = NonceLedger(state), NonceLedger(state)
+    assert first.consume("n1", T0 + 600, T0) is True
+    assert first.consume("n1", T0 + 600, T0 + 1) is False
+    assert second.consume("n1", T0 + 600, T0 + 2) is False
+    assert second.consume("n2", T0 + 600, T0 + 2) is True
+    assert mode_of(state) == 0o700 and mode_of(state / "nonces") == 0o700
+    names = sorted(p.name for p in (state / "nonces").iterdir())
+    assert names == sorted(hashlib.sha256(n.encode()).hexdigest() for n in ("n1", "n2"))
+    assert all(mode_of(state / "nonces" / name) == 0o600 for name in names)
+
+
+def test_a_nonce_never_names_a_path(tmp_path: Path) -> None:
+    ledger = NonceLedger(tmp_path / "state")
+    for nonce in ("../../escape", "/etc/passwd", ".", "a\x00b"):
+        assert ledger.consume(nonce, T0 + 600, T0) is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+    assert len(list((tmp_path / "state" / "nonces").iterdir())) == 4
+    for bad in ("", "x" * 129):
+        with pytest.raises(ValueError):
+            ledger.consume(bad, T0 + 600, T0)
+
+
+def test_expired_entries_are_collected(tmp_path: Path) -> None:
+    nonces = tmp_path / "state" / "nonces"
+    NonceLedger(tmp_path / "state").consume("old", T0 + 10, T0)
+    NonceLedger(tmp_path / "state").consume("young", T0 + 1000, T0)
+    # Still inside its token's life (plus the skew margin): kept.
+    NonceLedger(tmp_path / "state").consume("x", T0 + 2000, T0 + 10 + CLOCK_SKEW_S)
+    assert len(list(nonces.iterdir())) == 3
+    later = NonceLedger(tmp_path / "state")
+    later.consume("y", T0 + 2000, T0 + 11 + CLOCK_SKEW_S)
+    names = {p.name for p in nonces.iterdir()}
+    assert hashlib.sha256(b"old").hexdigest() not in names and len(names) == 3
+    # The sweep is opportunistic: the same ledger sweeps again only after SWEEP_INTERVAL_S.
+    later.consume("z", T0 + 20, T0 + 12 + CLOCK_SKEW_S)
+    later.consume("w", T0 + 2000, T0 + 22 + CLOCK_SKEW_S)        # z has expired, but no sweep is due
+    assert hashlib.sha256(b"z").hexdigest() in {p.name for p in nonces.iterdir()}
+    later.consume("v", T0 + 2000, T0 + 11 + CLOCK_SKEW_S + SWEEP_INTERVAL_S)
+    assert hashlib.sha256(b"z").hexdigest() not in {p.name for p in nonces.iterdir()}
+
+
+def test_an_unsafe_ledger_directory_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    os.chmod(state, 0o777)
+    with pytest.raises(LedgerError, match=f"writable by group or others .*chmod go-w {state}"):
+        NonceLedger(state).consume("n", T0 + 600, T0)
+    os.chmod(state, 0o700)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (state / "nonces").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(LedgerError, match="cannot be opened"):
+        NonceLedger(state).consume("n", T0 + 600, T0)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_exactly_one_of_20_processes_consumes_a_nonce(tmp_path: Path) -> None:
+    code = "from mcpwrap.signing import NonceLedger\nprint(NonceLedger(Path(args[0])).consume('n', 2e9, 1e9))\n"
+    assert sorted(_race(code, str(tmp_path / "state"))) == ["False"] * 19 + ["True"]
