@@ -9,16 +9,18 @@ property test builds random templates with `config.loads` and checks
 
 from __future__ import annotations
 
+import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpwrap import config
+from mcpwrap import config, runner
 from mcpwrap.templating import ArgumentError, build_argv
 
 
@@ -60,6 +62,23 @@ def test_a_literal_first_character_or_an_earlier_separator_allows_a_dash() -> No
     assert build_argv(attached, {"pattern": "-v"}) == ["grep", "--regexp=-v", "--", "-vy"]
     empty_then_literal = tool(["prog", "{a}-x"], 'args.a = { type = "string" }')
     assert build_argv(empty_then_literal, {"a": ""}) == ["prog", "-x"]   # the dash is the tools file's own
+
+
+def test_git_log_cannot_be_made_to_write_a_file(tmp_path: Path) -> None:
+    """The issue's attack end to end: `git log {rev}..HEAD` with rev = --output=FILE wrote FILE..HEAD."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "one"], check=True)
+    git_log = tool(["git", "log", "{rev}..HEAD"], f'cwd = "{tmp_path}"\nargs.rev = {{ type = "string" }}')
+    with pytest.raises(ArgumentError, match="argument 'rev'"):
+        trio.run(runner.run, git_log, {"rev": f"--output={tmp_path / 'pwned'}"})
+    assert not list(tmp_path.glob("pwned*"))
+
+
+def test_the_program_is_never_a_value() -> None:
+    """build_argv judges every element alike; that argv[0] is the tools file's own text is config's promise."""
+    with pytest.raises(config.ConfigError, match=r"command\[0\] \(the program\) cannot be a placeholder"):
+        tool(["{prog}x", "y"], 'args.prog = { type = "string" }')
 
 
 # --- property: random templates, values that start with "-" or are empty -------------------------------
