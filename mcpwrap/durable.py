@@ -1,15 +1,67 @@
-"""Files that survive a crash whole or not at all: the task store and the secret file share this.
+"""Files that survive a crash whole or not at all, and files that are ours alone: the task
+store and the secret file share this.
 
-A temporary 0600 file next to the target is written and fsynced, then renamed
-over the target (or linked, which refuses to replace an existing file), then
-the directory is fsynced so the new name itself is durable.
+Durable: a temporary 0600 file next to the target is written and fsynced, then
+renamed over the target (or linked, which refuses to replace an existing file),
+then the directory is fsynced so the new name itself is durable.
+
+Private: `open_private` opens a path without following a final symlink (and
+without blocking on a FIFO), then checks the open fd, so there is no
+check/use race: a regular file (or, with `directory`, a directory) owned by
+this uid with none of the `forbidden` mode bits (default: group/world write).
+A refusal is an `UnsafePathError` whose message names the path, the problem
+and the fix; `.problem` and `.fix` let a caller phrase it its own way.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import shlex
+import stat
 from pathlib import Path
+
+
+class UnsafePathError(Exception):
+    """A path that must be private to us is not; str() is '<path> <problem>; <fix>'."""
+
+    def __init__(self, path: Path | str, problem: str, fix: str) -> None:
+        super().__init__(f"{path} {problem}; {fix}")
+        self.path, self.problem, self.fix = Path(path), problem, fix
+
+
+def open_private(path: Path | str, flags: int = os.O_RDONLY, *, directory: bool = False,
+                 forbidden: int = 0o022, mode: int = 0o600) -> int:
+    """Open `path` (`flags` may add O_CREAT...) and return the fd once it is ours and private.
+
+    Errors other than the checks (FileNotFoundError...) propagate unchanged."""
+    kind = "directory" if directory else "regular file"
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_DIRECTORY if directory else os.O_NONBLOCK)
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
+            raise
+        link = stat.S_ISLNK(os.lstat(path).st_mode)
+        raise UnsafePathError(path, "is a symbolic link" if link else f"is not a {kind}",
+                              "remove it (mcpwrap creates what it needs)") from None
+    try:
+        st = os.fstat(fd)
+        bits = stat.S_IMODE(st.st_mode)
+        if not (stat.S_ISDIR if directory else stat.S_ISREG)(st.st_mode):
+            raise UnsafePathError(path, f"is not a {kind}", "remove it (mcpwrap creates what it needs)")
+        if st.st_uid != os.getuid():
+            raise UnsafePathError(path, f"is owned by uid {st.st_uid}, not by you (uid {os.getuid()})",
+                                  "remove it, or use a directory of your own")
+        if bits & forbidden:
+            private = (0o700 if directory else 0o600) & ~forbidden
+            raise UnsafePathError(path, f"is {'writable' if forbidden == 0o022 else 'accessible'} by group or "
+                                  f"others (mode {bits:04o})", f"run: chmod {private:o} {shlex.quote(str(path))}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def fsync_dir(directory: Path) -> None:

@@ -7,16 +7,37 @@ across processes, `<id>.log` the supervisor's stderr (capped). Records are
 written atomically (temporary file, fsync, rename or link, directory fsync)
 and exist before any response names them. Terminal records never change
 again, so a cancel racing a completion ends in exactly one terminal state.
-Ids are `secrets.token_urlsafe(16)` and are matched against a strict pattern
-before any path is built from them: they come from the client.
+Ids are `tasking.new_id()` (128 random bits, never a leading `-`) and are
+matched against a strict pattern before any path is built from them: they
+come from the client.
 
-Supervisor: `python -m mcpwrap.tasks STORE_DIR TASK_ID`, started in a new
-session, runs the command through `runner.run` under trio, polls the record
-every 100 ms (a cancel there cancels the run, which kills the process group)
-and records progress and the outcome. It outlives `mcpwrap serve`. Its pid and
-start time are in the record; a reader that finds a running task whose
-supervisor is gone marks it failed and kills what the command left behind
-(found by the MCPWRAP_TASK_ID variable every descendant inherits).
+Trust: the store is shared with nobody. Its three directories (state dir,
+digest, tasks) are created 0700 and, on a Store's first use, checked to be
+directories of ours that group and others cannot write (not symlinks); every
+file read or locked in it is opened with O_NOFOLLOW and checked to be a
+regular file of ours, not group/world-writable (`durable.open_private`). A
+failed check is an `UnsafePathError` naming the path and the fix. A record's
+creation fields (`SIGNED`) carry an HMAC-SHA256 under the shared secret's
+current key; the supervisor checks it (current or still-valid previous keys)
+before it runs anything, so a record swapped or forged on disk runs nothing.
+
+Ceiling: `create_task` takes a running slot first: STORE/running/<id>, an
+flock held by the task's supervisor for its life (it inherits the creator's
+locked fd, so there is no gap before it starts). Counting is a non-blocking
+flock attempt per entry in running/, under running/.lock; an entry whose lock
+is free belongs to a dead supervisor and goes. Past `max_running`,
+`TooManyTasks` before any record is written.
+
+Supervisor: `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE`, started
+in a new session, verifies the record's MAC, runs the command through
+`runner.run` under trio, polls the record every 100 ms (a cancel there
+cancels the run, which kills the process group) and records progress and the
+outcome. It outlives `mcpwrap serve`. Its pid and start time are in the
+record; a reader that finds a running task whose supervisor is gone marks it
+failed and kills what the command left behind (found by the MCPWRAP_TASK_ID
+variable every descendant inherits). It imports no jsonschema: the snapshot
+it runs is MAC-bound to what the server validated, so its schemas are not
+re-checked.
 """
 
 from __future__ import annotations
@@ -24,8 +45,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -40,8 +61,8 @@ import orjson
 import trio
 
 from mcpwrap import config as config_module
-from mcpwrap import runner
-from mcpwrap.durable import write_atomic
+from mcpwrap import runner, signing
+from mcpwrap.durable import UnsafePathError, open_private, write_atomic
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -50,8 +71,10 @@ from mcpwrap.protocol.tasking import (
     TaskLookupError,
     TaskRecord,
     TaskTerminalError,
+    new_id,
     valid_id,
 )
+from mcpwrap.protocol.tools import ProtocolError
 
 if TYPE_CHECKING:
     from mcpwrap.protocol.core import Action, Core, TaskOp
@@ -66,7 +89,19 @@ GC_INTERVAL_S = 60.0         # opportunistic collection on create, at most this 
 STALE_FILE_S = 3600.0        # leftover temp/lock/log files older than this go
 LOG_CAP = 1024 * 1024        # bytes of command stderr kept in <id>.log
 TASK_ENV = "MCPWRAP_TASK_ID"
+MAX_RUNNING = 16             # tasks running at once per store (`--max-tasks`)
 _FIELDS = {f.name for f in fields(TaskRecord)}
+# what a task is, fixed at creation: the MAC covers these, so a record swapped on disk runs nothing
+SIGNED = ("task_id", "tool", "arguments", "created_at", "ttl_ms", "poll_ms", "tools_file", "digest", "snapshot")
+_MAC_CONTEXT = b"mcpwrap task record v1\0"   # a MAC here is never valid as any other mcpwrap MAC
+
+
+class TooManyTasks(Exception):
+    """Creation refused: `max_running` supervisors are alive in this store."""
+
+    def __init__(self, running: int) -> None:
+        super().__init__(f"{running} tasks are already running (--max-tasks); "
+                         "wait for one to finish or raise the limit")
 
 
 def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
@@ -80,6 +115,19 @@ def process_start(pid: int, zombies: bool = False) -> int | None:
     if stat is None or (stat[0] == b"Z" and not zombies):
         return None
     return int(stat[19])
+
+
+def record_mac(record: TaskRecord, key: bytes) -> str:
+    body = orjson.dumps({name: getattr(record, name) for name in SIGNED}, option=orjson.OPT_SORT_KEYS)
+    return hmac.new(key, _MAC_CONTEXT + body, hashlib.sha256).hexdigest()
+
+
+def signed_by(record: TaskRecord, keyring: signing.Keyring, now: float) -> bool:
+    """Whether one of the keys that still verify made the record's MAC (every key tried: no timing tell)."""
+    if record.mac is None:
+        return False
+    matches = [hmac.compare_digest(record_mac(record, key), record.mac) for key in keyring.verifying_keys(now)]
+    return any(matches)
 
 
 def _encode(record: TaskRecord) -> bytes:
@@ -99,6 +147,28 @@ class Store:
 
     def __init__(self, root: Path, clock: Callable[[], float] = time.time) -> None:
         self.root, self.clock = Path(root).absolute(), clock   # the supervisor's cwd may differ
+        self.running = self.root / "running"
+        self._checked = False
+
+    def ready(self, create: bool = False) -> bool:
+        """Check (once per Store) that STATE_DIR, its digest dir and the store are ours and private;
+        with `create`, make what is missing 0700 first. False: there is no store yet."""
+        if self._checked:
+            return True
+        state_dir = self.root.parent.parent
+        try:
+            if create:
+                state_dir.parent.mkdir(parents=True, exist_ok=True)
+            for directory in (state_dir, self.root.parent, self.root):
+                _private_dir(directory, create)
+        except FileNotFoundError:
+            return False
+        self._checked = True
+        return True
+
+    def _open(self, path: Path, flags: int = os.O_RDONLY) -> int:
+        self.ready(create=bool(flags & os.O_CREAT))
+        return open_private(path, flags)
 
     @classmethod
     def for_tools_file(cls, state_dir: Path | str, tools_file: Path | str,
@@ -112,31 +182,71 @@ class Store:
 
     def read(self, task_id: str) -> TaskRecord | None:
         """The record as stored (no expiry or liveness check); None when there is none."""
+        path = self.path(task_id)
         try:
-            return _decode(self.path(task_id).read_bytes())
+            fd = self._open(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        with os.fdopen(fd, "rb") as f:
+            return _decode(f.read())
 
     def create(self, *, tool: str, arguments: Mapping[str, Any], ttl_ms: int, poll_ms: int,
-               tools_file: Path, digest: str, snapshot: str | None) -> TaskRecord:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+               tools_file: Path, digest: str, snapshot: str | None, key: bytes,
+               task_id: str | None = None) -> TaskRecord:
+        """Write a new record, MAC'd with `key` (the secret's current key)."""
+        self.ready(create=True)
         now = self.clock()
-        record = TaskRecord(task_id=secrets.token_urlsafe(16), status="working", tool=tool,
+        record = TaskRecord(task_id=task_id or new_id(), status="working", tool=tool,
                             arguments=dict(arguments), created_at=now, updated_at=now, ttl_ms=ttl_ms,
                             poll_ms=poll_ms, tools_file=str(Path(tools_file).resolve()), digest=digest,
                             status_message=CREATED_MESSAGE, snapshot=snapshot)
+        record = replace(record, mac=record_mac(record, key))
         write_atomic(self.path(record.task_id), _encode(record), exclusive=True)
         self.maybe_gc()
         return record
 
     @contextlib.contextmanager
-    def locked(self, task_id: str) -> Iterator[None]:
-        fd = os.open(self.path(task_id, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def _flocked(self, path: Path) -> Iterator[None]:
+        fd = self._open(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             os.close(fd)
+
+    def locked(self, task_id: str) -> contextlib.AbstractContextManager[None]:
+        return self._flocked(self.path(task_id, ".lock"))
+
+    def reserve(self, task_id: str, max_running: int) -> int:
+        """A running slot for `task_id`: an fd holding the flock on running/<id>, for its supervisor
+        to inherit. TooManyTasks when `max_running` slots are held already."""
+        self.ready(create=True)
+        _private_dir(self.running, create=True)
+        with self._flocked(self.running / ".lock"):
+            held = 0
+            for name in os.listdir(self.running):
+                try:
+                    fd = self._open(self.running / name) if valid_id(name) else None
+                except FileNotFoundError:
+                    continue                      # its supervisor just released it
+                if fd is None:
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    (self.running / name).unlink()   # the lock was free: its supervisor is gone
+                except BlockingIOError:
+                    held += 1
+                finally:
+                    os.close(fd)
+            if held >= max_running:
+                raise TooManyTasks(held)
+            slot = self._open(self.running / task_id, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            fcntl.flock(slot, fcntl.LOCK_EX)
+            return slot
+
+    def release(self, task_id: str) -> None:
+        self.path(task_id)                    # the id is checked before it names a file
+        (self.running / task_id).unlink(missing_ok=True)
 
     def update(self, task_id: str, change: Callable[[TaskRecord], TaskRecord | None]) -> TaskRecord | None:
         """Read-modify-write under the task's lock. A terminal record is never changed; None: no record."""
@@ -221,10 +331,9 @@ class Store:
         return records
 
     def ids(self) -> list[str]:
-        try:
-            names = os.listdir(self.root)
-        except FileNotFoundError:
+        if not self.ready():
             return []
+        names = os.listdir(self.root)
         return [n[:-5] for n in names if n.endswith(".json") and valid_id(n[:-5])]
 
     def remove(self, task_id: str) -> bool:
@@ -267,6 +376,13 @@ class Store:
         self.gc()
 
 
+def _private_dir(directory: Path, create: bool) -> None:
+    if create:
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700)
+    os.close(open_private(directory, directory=True))
+
+
 def _summary(result: Mapping[str, Any]) -> str:
     if not result.get("isError"):
         return "The tool finished."
@@ -300,13 +416,15 @@ def _snapshot(config: config_module.Config) -> str | None:
         return None
 
 
-def spawn_supervisor(store: Store, task_id: str) -> int:
-    """Start the detached supervisor and record its pid and start time; a thread reaps it."""
-    log = os.open(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -> int:
+    """Start the detached supervisor, holding `slot` for its life, and record its pid and start
+    time; a thread reaps it."""
+    log = store._open(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
-        process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id],
+        process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id,
+                                    str(Path(secret_file).absolute())],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                                   start_new_session=True, close_fds=True)
+                                   start_new_session=True, close_fds=True, pass_fds=(slot,))
     finally:
         os.close(log)
     start = process_start(process.pid, zombies=True)
@@ -316,29 +434,45 @@ def spawn_supervisor(store: Store, task_id: str) -> int:
 
 
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
-                arguments: Mapping[str, Any], ttl_ms: int) -> TaskRecord:
-    record = store.create(tool=tool.name, arguments=arguments, ttl_ms=ttl_ms,
-                          poll_ms=max(1, int(tool.task_poll_s * 1000)), tools_file=Path(config.path),
-                          digest=config.digest, snapshot=_snapshot(config))
+                arguments: Mapping[str, Any], ttl_ms: int, keyring: signing.Keyring, secret_file: Path,
+                max_running: int = MAX_RUNNING) -> TaskRecord:
+    """Take a running slot (TooManyTasks past `max_running`), write the signed record, start its supervisor."""
+    task_id = new_id()
+    slot = store.reserve(task_id, max_running)
     try:
-        spawn_supervisor(store, record.task_id)
-    except OSError:
-        for suffix in (".json", ".log", ".lock"):
-            store.path(record.task_id, suffix).unlink(missing_ok=True)
+        record = store.create(tool=tool.name, arguments=arguments, ttl_ms=ttl_ms,
+                              poll_ms=max(1, int(tool.task_poll_s * 1000)), tools_file=Path(config.path),
+                              digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
+                              task_id=task_id)
+        try:
+            spawn_supervisor(store, task_id, secret_file, slot)
+        except OSError:
+            for suffix in (".json", ".log", ".lock"):
+                store.path(task_id, suffix).unlink(missing_ok=True)
+            raise
+    except BaseException:
+        store.release(task_id)
         raise
+    finally:
+        os.close(slot)                    # the supervisor holds it now
     return record
 
 
 # --- the server side: TaskOp -> store -> Core outcome -------------------------------------
-async def perform(op: TaskOp, core: Core, state_dir: Path) -> list[Action]:
-    """Carry out one task-store operation and return the actions the core renders for it."""
+async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
+                  max_running: int = MAX_RUNNING) -> list[Action]:
+    """Carry out one task-store operation and return the actions the core renders for it.
+
+    `secret_file` is where `core.keyring_source` loads the keyring from: the supervisor reads it too."""
     store = Store.for_tools_file(state_dir, core.config.path)
     ctx = op.ctx
     try:
         if op.op == "create":
             assert op.tool is not None
+            keyring = core.keyring_source()
             record = await trio.to_thread.run_sync(create_task, store, core.config, op.tool, op.arguments or {},
-                                                   tasking.requested_ttl_ms(ctx.params, op.tool))
+                                                   tasking.requested_ttl_ms(ctx.params, op.tool), keyring,
+                                                   secret_file, max_running)
             return core.task_created(ctx, record)
         if op.op == "list":
             records = await trio.to_thread.run_sync(store.records)
@@ -364,6 +498,8 @@ async def perform(op: TaskOp, core: Core, state_dir: Path) -> list[Action]:
             return core.task_payload(ctx, record)
     except TaskLookupError as exc:
         raise tasking.lookup_error(exc) from None
+    except TooManyTasks as exc:
+        raise ProtocolError(-32603, str(exc)) from None
     raise ValueError(f"unknown task operation {op.op!r}")
 
 
@@ -435,13 +571,16 @@ class _Supervision:
 
 
 def _load_tool(record: TaskRecord) -> config_module.Tool:
-    """The tool as validated at creation (from the snapshot), else as the file now defines it."""
+    """The tool as validated at creation (from the snapshot), else as the file now defines it.
+
+    The snapshot's schemas are not checked again: the MAC vouches that these are the bytes the
+    server checked (and this way the supervisor never imports jsonschema)."""
     from mcpwrap.validation import argument_problems
 
     path = Path(record.tools_file)
     try:
-        config = (config_module.loads(record.snapshot.encode(), path) if record.snapshot is not None
-                  else config_module.load(path))
+        config = (config_module.loads(record.snapshot.encode(), path, lambda digest: digest == record.digest)
+                  if record.snapshot is not None else config_module.load(path))
     except config_module.ConfigError as exc:
         raise LookupError(f"the tools file {path} cannot be loaded: {exc.problems[0]}") from None
     tool = config.tool(record.tool)
@@ -454,7 +593,19 @@ def _load_tool(record: TaskRecord) -> config_module.Tool:
     return tool
 
 
-async def supervise(store: Store, task_id: str) -> int:
+def _check_signature(store: Store, record: TaskRecord, secret_file: Path) -> None:
+    """LookupError unless the record's MAC is one of this user's keys over what the creator wrote."""
+    now = time.time()
+    try:
+        keyring = signing.load_secret(secret_file, now)
+    except signing.SecretFileError as exc:
+        raise LookupError(f"{exc}; nothing ran") from None
+    if not signed_by(record, keyring, now):
+        raise LookupError(f"the task record {store.path(record.task_id)} does not carry a valid MAC under "
+                          f"the secret {secret_file} (it was changed or forged after creation); nothing ran")
+
+
+async def supervise(store: Store, task_id: str, secret_file: Path) -> int:
     from mcpwrap.result import error_result
 
     me = os.getpid()
@@ -462,6 +613,7 @@ async def supervise(store: Store, task_id: str) -> int:
     if record is None or record.terminal or record.supervisor_pid != me:
         return 0                          # gone, finished, or someone else's
     try:
+        _check_signature(store, record, secret_file)
         tool = _load_tool(record)
     except LookupError as exc:
         store.finish(task_id, error={"code": -32603, "message": str(exc)})
@@ -542,10 +694,18 @@ def describe(record: TaskRecord, store: Store) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or not valid_id(args[1]):
-        print("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID (started by mcpwrap serve)", file=sys.stderr)
+    if len(args) != 3 or not valid_id(args[1]):
+        print("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE (started by mcpwrap serve)",
+              file=sys.stderr)
         return 2
-    return trio.run(supervise, Store(Path(args[0])), args[1])
+    store = Store(Path(args[0]))
+    try:
+        return trio.run(supervise, store, args[1], Path(args[2]))
+    except UnsafePathError as exc:        # nothing in an unsafe store is trusted, not even to record this
+        print(f"mcpwrap: task store: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        store.release(args[1])            # the slot's flock dies with this process; its name goes now
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from mcpwrap import tasks
+from mcpwrap import config, signing, tasks
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from tests import mcpschema, procs
@@ -271,15 +271,18 @@ def modern_get(server: Server, task_id: str) -> dict[str, Any]:
 
 
 # --- the store ----------------------------------------------------------------------------
+KEY = b"k" * 32                           # the store-level tests' secret key (supervisor tests use a file)
+
+
 def new_record(store: tasks.Store, ttl_ms: int = 60_000, claim: bool = True) -> TaskRecord:
     record = store.create(tool="t", arguments={"a": 1}, ttl_ms=ttl_ms, poll_ms=100,
-                          tools_file=Path("/nonexistent/tools.toml"), digest="0" * 64, snapshot=None)
+                          tools_file=Path("/nonexistent/tools.toml"), digest="0" * 64, snapshot=None, key=KEY)
     if claim:                             # this process stands in for a live supervisor
         record = store.claim(record.task_id, os.getpid(), tasks.process_start(os.getpid())) or record
     return record
 
 
-BAD_IDS = ["", "..", "../../../../etc/passwd", "/etc/passwd", "a/b", "A" * 21, "A" * 23,
+BAD_IDS = ["", "..", "../../../../etc/passwd", "/etc/passwd", "a/b", "A" * 21, "A" * 24, "-" + "A" * 22,
            "AAAAAAAAAAAAAAAAAAAA..", "AAAAAAAAAAAAAAAAAAAA/x", "AAAAAAAAAAAAAAAAAAAAA\0",
            "AAAAAAAAAAAAAAAAAAAAA\n", "ÄAAAAAAAAAAAAAAAAAAAAA", 42]
 
@@ -375,7 +378,7 @@ from mcpwrap.tasks import Store
 store = Store(Path(sys.argv[1]))
 for _ in range(25):
     r = store.create(tool="t", arguments={}, ttl_ms=60000, poll_ms=100, tools_file=Path("/x"),
-                     digest="0" * 64, snapshot=None)
+                     digest="0" * 64, snapshot=None, key=b"k" * 32)
     print(r.task_id, flush=True)
 store.gc()
 """
@@ -588,27 +591,30 @@ def test_supervisor_stopped_by_sigterm_records_failure_and_kills_the_group(env: 
     until(lambda: not group_alive(pgid), what="the process group to die")
 
 
-def run_supervisor(store: tasks.Store, task_id: str) -> None:
-    subprocess.run([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id], timeout=TIMEOUT, check=False)
+def run_supervisor(store: tasks.Store, task_id: str, secret: Path) -> None:
+    subprocess.run([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id, str(secret)],
+                   timeout=TIMEOUT, check=False)
 
 
 def test_supervisor_runs_the_snapshot_and_fails_clearly_without_the_tool(tmp_path: Path) -> None:
-    tools = tmp_path / "tools.toml"
+    tools, secret = tmp_path / "tools.toml", tmp_path / "secret"
     tools.write_text("[tools.other]\nshell = 'echo other'\n")
+    key = signing.ensure_secret(secret, time.time()).current
     store = tasks.Store.for_tools_file(tmp_path / "state", tools)
-    snap = store.create(tool="gone", arguments={}, ttl_ms=60_000, poll_ms=100, tools_file=tools, digest="0" * 64,
-                        snapshot="[tools.gone]\nshell = 'echo from the snapshot'\n")
-    run_supervisor(store, snap.task_id)
+    snapshot = "[tools.gone]\nshell = 'echo from the snapshot'\n"
+    snap = store.create(tool="gone", arguments={}, ttl_ms=60_000, poll_ms=100, tools_file=tools,
+                        digest=config.digest_of(snapshot.encode()), snapshot=snapshot, key=key)
+    run_supervisor(store, snap.task_id, secret)
     record = store.get(snap.task_id)
     assert record.status == "completed" and tasking.stored_result(record).text == "from the snapshot\n"
     missing = store.create(tool="gone", arguments={}, ttl_ms=60_000, poll_ms=100, tools_file=tools,
-                           digest="0" * 64, snapshot=None)
-    run_supervisor(store, missing.task_id)
+                           digest="0" * 64, snapshot=None, key=key)
+    run_supervisor(store, missing.task_id, secret)
     record = store.get(missing.task_id)
     assert record.status == "failed" and record.error is not None
     assert record.error["message"] == f"tool 'gone' is no longer defined in {tools.resolve()}"
     assert tasking.modern_detailed(record, _rev(MODERN))["error"]["code"] == -32603
-    run_supervisor(store, missing.task_id)                          # a finished task is never re-run
+    run_supervisor(store, missing.task_id, secret)                  # a finished task is never re-run
     assert store.get(missing.task_id) == record
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import secrets
+import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +24,12 @@ from typing import Any
 
 from mcpwrap.config import Tool
 from mcpwrap.protocol.revisions import Revision
-from mcpwrap.protocol.tools import ProtocolError, invalid_params, progress_params, render_result
+from mcpwrap.protocol.tools import (
+    ProtocolError,
+    invalid_params,
+    progress_params,
+    render_result,
+)
 from mcpwrap.result import (
     NO_STRUCTURED,
     MalformedOutput,
@@ -40,11 +47,12 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "input_required": frozenset({"working", "input_required", "completed", "failed", "cancelled"}),
     "completed": frozenset(), "failed": frozenset(), "cancelled": frozenset(),
 }
-TASK_ID = re.compile(r"^[A-Za-z0-9_-]{22}$")   # secrets.token_urlsafe(16); checked before any path is built
+# `new_id()`, or token_urlsafe(16) as earlier versions made them; checked before any path is built
+TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{22}|[A-Za-z0-9_-]{22}")
 MIN_TTL_MS = 1_000                              # a shorter requested ttl would expire before a first poll
 CREATED_MESSAGE = "The operation is now in progress."
 CANCELLED_MESSAGE = "The task was cancelled by request."
-_CURSOR = re.compile(r"^1:(\d{1,20}):([A-Za-z0-9_-]{22})$")
+_CURSOR = re.compile(r"^1:(\d{1,20}):([A-Za-z0-9_-]{22,23})$")
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class TaskRecord:
     progress: dict[str, Any] | None = None    # {progress, total?, message?}
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None   # {code, message}: failed without a tool result
+    mac: str | None = None                # binds the creation fields to the creator's secret (tasks.py)
 
     @property
     def terminal(self) -> bool:
@@ -95,6 +104,11 @@ class TaskTerminalError(Exception):
     def __init__(self, record: TaskRecord) -> None:
         super().__init__(f"task {record.task_id} is already {record.status}")
         self.record = record
+
+
+def new_id() -> str:
+    """128 random bits (token_urlsafe(16)) behind a letter or digit, so no id reads as a command-line option."""
+    return secrets.choice(string.ascii_letters + string.digits) + secrets.token_urlsafe(16)
 
 
 def valid_id(task_id: Any) -> bool:
