@@ -370,7 +370,7 @@ class Core:
         pending = self.asks.pop(key, None)
         if pending is None:
             return []
-        del self.inflight[pending.ctx.id]     # a cancelled call's question is withdrawn with it
+        self.inflight.pop(pending.ctx.id, None)
         if response.error is not None:
             outcome: asking.Pending | ToolResult = error_result(
                 f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
@@ -393,7 +393,7 @@ class Core:
         pending = self.asks.pop(key, None)
         if pending is None:
             return []
-        del self.inflight[pending.ctx.id]
+        self.inflight.pop(pending.ctx.id, None)
         cancel = jsonrpc.notification("notifications/cancelled", {"requestId": key, "reason": "timed out"})
         return [Send(cancel)] + self._continue(pending, error_result(
             f"no answer from the user within {ELICIT_TIMEOUT_S:g}s; nothing ran"))
