@@ -6,17 +6,24 @@ Run it with the interpreter mcpwrap is installed in; servers are spawned as
     .venv/bin/python bench/bench.py            # full run (a few minutes)
     .venv/bin/python bench/bench.py --quick    # smoke check (~20-30 s)
     .venv/bin/python bench/bench.py --runs 40 --json-only
+    .venv/bin/python bench/bench.py --only stuck-reader,shutdown
 
 Every figure is a median / p95 over several samples and is printed next to a
 floor measured in the same run (a ratio: lower is better for times, higher
 for rates), with the target it must meet. The last line of output is one JSON
 object. Exit status: 0 when every target passes, 1 when one fails, 2 when the
 benchmark itself could not run. Only the standard library is used.
+
+The hardening scenarios (stuck-reader, pathological-progress, stderr-unread, shutdown) attack the
+server: a client that never reads stdout or stderr, tools whose output makes a regex backtrack,
+EOF with children that ignore SIGTERM. A server that dies or hangs there fails the figure (each
+wait is bounded and a hung server is killed); the other scenarios still run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -29,11 +36,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -77,6 +86,10 @@ args.msg = { type = "string", description = "what to print" }
 
 class BenchError(Exception):
     pass
+
+
+class Stalled(BenchError):
+    """A bounded wait for the server's answer ran out."""
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -237,23 +250,26 @@ def end_supervisors(path: str, timeout: float = 10.0) -> None:
 
 def kill_all() -> None:
     """At the end (or on an error): every server this run started and is still running is killed."""
-    for proc in list(SPAWNED):
+    for proc in SPAWNED:
         reap(proc, timeout=5, force=True)
 
 
 class Server:
     """One real `python -m mcpwrap serve` over pipes, driven from this thread without helper threads."""
 
-    def __init__(self, tools: Path, tmp: Path, name: str) -> None:
+    def __init__(self, tools: Path, tmp: Path, name: str, extra: tuple[str, ...] = (),
+                 stderr_pipe: bool = False, env: dict[str, str] | None = None) -> None:
+        """stderr goes to a file (its tail is quoted in errors), or with stderr_pipe to a pipe
+        that is the caller's to read or, as a client may, never to read."""
         self.err_path = tmp / f"{name}.stderr"
-        self.err = open(self.err_path, "wb")
         self.argv = [sys.executable, "-m", "mcpwrap", "serve", str(tools),
-                     "--secret-file", str(tmp / "secret"), "--state-dir", str(tmp / "state")]
-        self.t_spawn = time.perf_counter()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err, env=server_env(), bufsize=0, cwd=WORKDIR)
+                     "--secret-file", str(tmp / "secret"), "--state-dir", str(tmp / "state"), *extra]
+        with contextlib.ExitStack() as files:
+            err = subprocess.PIPE if stderr_pipe else files.enter_context(open(self.err_path, "wb"))
+            self.t_spawn = time.perf_counter()
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                         env={**server_env(), **(env or {})}, bufsize=0, cwd=WORKDIR)
         SPAWNED.append(self.proc)
-        self.err.close()
         assert self.proc.stdin and self.proc.stdout
         self.wfd, self.rfd = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         os.set_blocking(self.wfd, False)
@@ -263,6 +279,8 @@ class Server:
         self.buf = bytearray()
         self.next_id = 0
         self.eof = False
+        self.others: dict[int, tuple[float, dict[str, Any]]] = {}   # responses nobody was waiting for
+        self.notified: dict[str, int] = {}                          # notifications seen, by method
 
     @property
     def pid(self) -> int:
@@ -310,7 +328,7 @@ class Server:
             while len(got) < len(want) or writing:
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
-                    raise BenchError(f"timed out after {timeout:g}s with {len(got)}/{len(want)} responses"
+                    raise Stalled(f"timed out after {timeout:g}s with {len(got)}/{len(want)} responses"
                                      + (f"; stderr:\n{self.stderr_tail()}" if self.stderr_tail() else ""))
                 for key, _ in self.sel.select(remaining):
                     if key.fd == self.wfd:
@@ -353,8 +371,21 @@ class Server:
             if isinstance(msg, list):          # a batch answer: not sent by this benchmark
                 continue
             rid = msg.get("id")
-            if "method" not in msg and rid in want:
+            if "method" in msg:
+                self.notified[msg["method"]] = self.notified.get(msg["method"], 0) + 1
+            elif rid in want:
                 got[rid] = (now, msg)
+            else:
+                self.others[rid] = (now, msg)
+
+    def read_some(self, timeout: float) -> None:
+        """Read what arrives within timeout (responses go to self.others)."""
+        if self.sel.select(timeout):
+            self._read_into({}, set())
+
+    def collect(self, ids: set[int], timeout: float) -> None:
+        """Wait (bounded) until every response in ids has arrived; they end up in self.others."""
+        self.others.update(self.exchange(b"", ids - self.others.keys(), timeout))
 
     def call(self, method: str, params: dict[str, Any] | None = None,
              timeout: float = REQUEST_TIMEOUT_S) -> tuple[float, dict[str, Any]]:
@@ -383,9 +414,9 @@ class Server:
         self.notify("notifications/initialized")
         return result
 
-    def close(self) -> None:
+    def close(self, force: bool = False) -> None:
         self.sel.close()
-        reap(self.proc)
+        reap(self.proc, force=force)
 
 
 def init_params() -> dict[str, Any]:
@@ -683,7 +714,7 @@ def measure_tasks(tools: Path, tmp: Path, runs: int) -> dict[str, Any]:
                 wait_note = wait_note or status
                 time.sleep(0.3)
             else:
-                statuses[status] = statuses.get(status, 0) + 1
+                statuses[str(status)] = statuses.get(str(status), 0) + 1
                 if i:
                     done.append((seconds + waited) * 1000)
         out: dict[str, Any] = {"server": lat, "floor": floor, "first_ms": first_ms, "statuses": statuses}
@@ -790,10 +821,314 @@ def measure_under_load(tools: Path, tmp: Path, windows: int, samples: int, slow:
     return {**out, "slow_started": started_counts}
 
 
+# --- hardening: clients and tools that misbehave ----------------------------------------------
+QUADRATIC_PROGRESS = r"(\d+)/(\d+)"           # the progress form mcpwrap used to ship
+PING_GAP_S = 0.01                              # between pings of a window, so they span the load
+PING_TIMEOUT_S = 10.0                          # a ping unanswered this long: the loop is stuck
+DIGITS_S = 4.0                                 # how long the progress tools print digit lines
+# what each call of the stuck-reader scenario prints: at 10 KiB even an unbounded queue stays under
+# 60 MiB after 500 calls (39 MiB measured), at 100 KiB it does not
+BIG_OUTPUT = 100 * 1024
+CHATTY_LINES = 3000                            # stderr lines per chatty tool (in 30 bursts over ~3 s)
+
+HARDENING_TOML = """\
+[server]
+name = "bench-hardening"
+version = "1.0.0"
+
+[tools.big]
+description = "Print {big} digits"
+command = ["printf", "%0{big}d", "0"]
+
+[tools.chatty]
+description = "Print many stderr lines in 30 bursts"
+shell = 'b=0; while [ $b -lt 30 ]; do i=0; while [ $i -lt {burst} ]; do echo "chatty: line $b.$i of a tool that logs a lot on stderr" >&2; i=$((i+1)); done; sleep 0.1; b=$((b+1)); done'
+timeout = "60s"
+
+[tools.stubborn]
+description = "Ignore SIGTERM and sleep"
+shell = "trap '' TERM; sleep 60"
+env = {{ BENCH_TAG = "{tag}" }}
+kill_grace = "1s"
+timeout = "120s"
+"""
+
+DIGITS_TOOL = """
+[tools.digits_{form}]
+description = "Print 8 KiB lines of digits to stderr for a few seconds, then one progress line"
+shell = 'echo "$D" >&2; echo "$D" >&2; echo "$D" >&2; i=0; while [ $i -lt {lines} ]; do echo "$D" >&2; sleep 0.05; i=$((i+1)); done; echo 1/1 >&2'
+env = {{ D = "{digits}" }}
+progress = {regex}
+timeout = "60s"
+"""
+
+
+def hardening_toml(tag: str, shipped_progress: str) -> str:
+    text = HARDENING_TOML.format(big=BIG_OUTPUT, burst=CHATTY_LINES // 30, tag=tag)
+    for form, regex in (("quadratic", QUADRATIC_PROGRESS), ("shipped", shipped_progress)):
+        text += DIGITS_TOOL.format(form=form, lines=int(DIGITS_S / 0.05), regex=json.dumps(regex), digits="0" * 8192)
+    return text
+
+
+def ping_window(server: Server, seconds: float, minimum: int, hard_s: float) -> tuple[list[float], bool]:
+    """Pings one after another (PING_GAP_S apart) for `seconds` and until `minimum` were answered,
+    never past hard_s from now. Returns the round trips (ms) and whether the server got stuck: a
+    ping unanswered after PING_TIMEOUT_S (or at hard_s) ends the window, its wait the last sample."""
+    start = time.perf_counter()
+    out: list[float] = []
+    while time.perf_counter() - start < seconds or len(out) < minimum:
+        left = start + hard_s - time.perf_counter()
+        if left <= 0:
+            break
+        t0 = time.perf_counter()
+        try:
+            seconds_taken, _ = server.call("ping", timeout=min(left, PING_TIMEOUT_S))
+        except Stalled:
+            out.append((time.perf_counter() - t0) * 1000)
+            return out, True
+        out.append(seconds_taken * 1000)
+        time.sleep(PING_GAP_S)
+    return out, False
+
+
+def start_calls(server: Server, tool: str, n: int, progress: str | None = None) -> set[int]:
+    """Write n calls of a tool at once (with a progress token each when progress names a prefix)."""
+    ids, chunks = set(), []
+    for i in range(n):
+        params: dict[str, Any] = {"name": tool, "arguments": {}}
+        if progress:
+            params["_meta"] = {"progressToken": f"{progress}-{i}"}
+        rid, data = server.request_bytes("tools/call", params)
+        ids.add(rid)
+        chunks.append(data)
+    server.exchange(b"".join(chunks), set(), REQUEST_TIMEOUT_S)
+    return ids
+
+
+def answered(server: Server, ids: set[int], timeout: float) -> int:
+    """How many of ids got a response within timeout (a server that is stuck answers fewer)."""
+    try:
+        server.collect(ids, timeout)
+    except Stalled:
+        pass
+    return len(ids & server.others.keys())
+
+
+def measure_stuck_reader(tools: Path, tmp: Path, calls: int) -> dict[str, Any]:
+    say(f"stuck reader: {calls} calls printing {BIG_OUTPUT // 1024} KiB each while nobody reads the server's stdout; "
+        "floor: the same server idle")
+    server = Server(tools, tmp, "stuck-reader")
+    try:
+        server.initialize()
+        server.result("ping")
+        idle = proc_status(server.pid)
+        requests = [server.request_bytes("tools/call", {"name": "big", "arguments": {}}) for _ in range(calls)]
+        accepted = [0]                                  # requests written whole
+        stop = threading.Event()
+
+        def writer() -> None:                           # a thread: the server may stop reading stdin
+            for _, data in requests:
+                view = memoryview(data)
+                while view:
+                    if stop.is_set():
+                        return
+                    if select.select([], [server.wfd], [], 0.2)[1]:
+                        try:
+                            view = view[os.write(server.wfd, view):]
+                        except BlockingIOError:
+                            continue
+                        except OSError:
+                            return                      # the server closed its stdin
+                accepted[0] += 1
+
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        try:
+            # settled: for 2 s the writes, the number of tool processes and VmRSS (+-1 MiB) stay put
+            deadline = time.perf_counter() + 30.0
+            state: tuple[int, int] | None = None
+            since = rss_ref = 0.0
+            while time.perf_counter() < deadline and server.proc.poll() is None:
+                now, rss = time.perf_counter(), proc_status(server.pid)["VmRSS"]
+                current = (accepted[0], len(descendants(server.pid)))
+                if current != state or abs(rss - rss_ref) > MiB:
+                    state, since, rss_ref = current, now, rss
+                elif now - since >= 2.0:
+                    break
+                time.sleep(0.1)
+            if server.proc.poll() is not None:
+                raise BenchError(f"the server exited (status {server.proc.returncode}) while its stdout "
+                                 f"was not read; stderr:\n{server.stderr_tail()}")
+            stuck = proc_status(server.pid)
+            written_unread = accepted[0]
+            # now read everything: the writer must get through, every call be answered
+            deadline = time.perf_counter() + 30.0
+            while thread.is_alive() and time.perf_counter() < deadline:
+                server.read_some(0.1)
+        finally:
+            stop.set()
+            thread.join(5)
+        if accepted[0] < calls:
+            raise BenchError(f"the server took only {accepted[0]}/{calls} requests once stdout was read")
+        ids = {rid for rid, _ in requests}
+        done = answered(server, ids, max(1.0, deadline - time.perf_counter()))
+        ok = sum(1 for rid in ids & server.others.keys()
+                 if isinstance(res := server.others[rid][1].get("result"), dict) and not res.get("isError"))
+        ping_ms = server.call("ping")[0] * 1000
+    finally:
+        server.close(force=True)
+    return {"hwm": [stuck["VmHWM"] / MiB], "rss": stuck["VmRSS"] / MiB, "floor": [idle["VmHWM"] / MiB],
+            "written_unread": written_unread, "calls": calls, "answered": done, "succeeded": ok,
+            "ping_after_ms": ping_ms}
+
+
+def measure_progress(tools: Path, tmp: Path, shipped: str, pings: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"shipped_regex": shipped}
+    for form, regex in (("quadratic", QUADRATIC_PROGRESS), ("shipped", shipped)):
+        say(f"pathological progress: {pings}+ pings while 4 tools with progress = {regex!r} print 8 KiB "
+            "lines of digits; floor: ping on the same server idle")
+        server = Server(tools, tmp, f"progress-{form}")
+        stuck = True
+        try:
+            server.initialize()
+            for _ in range(10):                                                  # warm-up
+                server.result("ping")
+            idle, _ = ping_window(server, 0, 50, 30.0)
+            ids = start_calls(server, f"digits_{form}", 4, progress=form)
+            started = wait_for_children(server.pid, "sh", 4, 10.0)
+            busy, stuck = ping_window(server, DIGITS_S, pings, DIGITS_S + 15.0)
+            done = 0 if stuck else answered(server, ids, 15.0)
+            out[form] = {"idle": idle, "busy": busy, "stuck": stuck, "started": started, "answered": done,
+                         "progress_notifications": server.notified.get("notifications/progress", 0)}
+        finally:
+            server.close(force=stuck)
+    return out
+
+
+def measure_stderr_unread(tools: Path, tmp: Path, pings: int, chatty: int = 4) -> dict[str, Any]:
+    say(f"stderr unread: --log-level debug, stderr a pipe nobody reads, {pings}+ pings while {chatty} tools "
+        f"print {CHATTY_LINES} stderr lines each; floor: ping on the same server idle")
+    server = Server(tools, tmp, "stderr-unread", extra=("--log-level", "debug"), stderr_pipe=True)
+    stuck = True
+    busy: list[float] = []
+    started = done = 0
+    ping_after: float | None = None
+    try:
+        server.initialize()
+        idle, stuck = ping_window(server, 0, 50, 30.0)
+        if not stuck:
+            ids = start_calls(server, "chatty", chatty)
+            started = wait_for_children(server.pid, "sh", chatty, 10.0)
+            busy, stuck = ping_window(server, 3.0, pings, 20.0)
+            done = 0 if stuck else answered(server, ids, 15.0)
+            if not stuck and done == chatty:
+                try:                    # every tool line was read (and logged or dropped): still there?
+                    ping_after = server.call("ping", timeout=PING_TIMEOUT_S)[0] * 1000
+                except Stalled:
+                    stuck = True
+    finally:
+        server.close(force=stuck)
+    # debug logs each message in and out and each tool stderr line
+    caused = 2 * (server.next_id + 1) + chatty * CHATTY_LINES
+    return {"idle": idle, "busy": busy, "stuck": stuck, "started": started, "answered": done,
+            "log_lines": caused, "ping_after_ms": ping_after}
+
+
+def tagged(tag: str) -> list[tuple[int, str]]:
+    """(pid, command name) of the live processes whose environment carries BENCH_TAG=tag."""
+    marker = f"\0BENCH_TAG={tag}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if marker in b"\0" + f.read():
+                        with open(f"/proc/{entry}/comm") as c:
+                            found.append((int(entry), c.read().strip()))
+            except OSError:
+                pass
+    return found
+
+
+def eof_to_exit(server: Server, timeout: float) -> float | None:
+    """Close the server's stdin; seconds until it exited (None: not within timeout). Its stdout is
+    read meanwhile, so answers to cancelled calls cannot hold it up."""
+    pidfd = os.pidfd_open(server.pid)
+    try:
+        server.sel.register(pidfd, selectors.EVENT_READ)
+        assert server.proc.stdin
+        server.proc.stdin.close()
+        t0 = time.perf_counter()
+        while (left := t0 + timeout - time.perf_counter()) > 0:
+            for key, _ in server.sel.select(left):
+                if key.fd == pidfd:
+                    return time.perf_counter() - t0
+                try:
+                    if not os.read(server.rfd, 1 << 20):
+                        server.sel.unregister(server.rfd)            # stdout closed: the exit is near
+                except BlockingIOError:
+                    pass
+        return None
+    finally:
+        server.sel.unregister(pidfd)
+        os.close(pidfd)
+
+
+def shutdown_round(tools: Path, tmp: Path, calls: int, tag: str) -> tuple[float | None, int, int]:
+    """One server, `calls` TERM-ignoring calls, EOF: (seconds to exit or None, sleeps started, left)."""
+    # a server with a ceiling on running calls is told to allow them all (older ones ignore this)
+    server = Server(tools, tmp, "shutdown", env={"MCPWRAP_MAX_CALLS": str(calls)})
+    try:
+        server.initialize()
+        start_calls(server, "stubborn", calls)
+        deadline = time.perf_counter() + 30.0
+        started, since = 0, time.perf_counter()
+        while started < calls and time.perf_counter() < deadline and time.perf_counter() - since < 5.0:
+            time.sleep(0.05)
+            if (now := sum(name == "sleep" for _, name in tagged(tag))) != started:
+                started, since = now, time.perf_counter()              # not stuck below a ceiling
+        seconds = eof_to_exit(server, 20.0)
+        left = len(tagged(tag))
+    finally:
+        server.close(force=True)
+        kill_checked([(pid, proc_identity(pid)) for pid, _ in tagged(tag)])
+    return seconds, started, left
+
+
+def measure_shutdown(tools: Path, tmp: Path, calls: int, tag: str, rounds: int) -> dict[str, Any]:
+    say(f"shutdown: {rounds} times EOF with {calls} calls running whose children ignore SIGTERM "
+        "(kill_grace 1s); floor: EOF on the same kind of server idle")
+    floor = []
+    for _ in range(rounds):
+        server = Server(tools, tmp, "shutdown-idle")
+        try:
+            server.initialize()
+            server.result("ping")
+            floor.append(eof_to_exit(server, EXIT_TIMEOUT_S))
+        finally:
+            server.close()
+    if None in floor:
+        raise BenchError(f"an idle server did not exit on EOF within {EXIT_TIMEOUT_S:g}s")
+    times: list[float] = []
+    started: list[int] = []
+    left = 0
+    for _ in range(rounds):
+        seconds, running, leftover = shutdown_round(tools, tmp, calls, tag)
+        if seconds is None:                     # a server that did not exit fails the figure
+            times, started, left = [], [running], leftover
+            break
+        times.append(seconds * 1000)
+        started.append(running)
+        left += leftover
+    return {"server": times, "floor": [v * 1000 for v in floor if v is not None],
+            "started": started, "calls": calls, "left": left, "exited": bool(times)}
+
 # --- report ----------------------------------------------------------------------------------
 def fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "n/a"
+    if isinstance(value, int):
+        return str(value)
     if unit == "calls/s":
         return f"{value:,.0f}"
     return f"{value:.2f}" if value < 100 else f"{value:.0f}"
@@ -822,65 +1157,101 @@ def build_report(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, An
         rows.append(r)
         return r
 
-    def target(r: dict[str, Any], name: str, value: float | None, op: str, limit: float, unit: str) -> None:
-        ok = None if value is None else (value <= limit if op == "<=" else value >= limit)
+    def target(r: dict[str, Any], name: str, value: float | None, op: str, limit: float, unit: str,
+               required: bool = False) -> None:
+        """required: no value (the server died or hung) fails instead of being n/a."""
+        ok = (False if required else None) if value is None else (value <= limit if op == "<=" else value >= limit)
         t = {"row": r["key"], "target": name, "value": value, "op": op, "limit": limit, "unit": unit, "pass": ok}
         r["targets"].append(t)
         checks.append(t)
 
-    cold = data["cold"]
-    floor_label = "python -c 'import trio'"
-    for key, label in (("initialize", "cold start: spawn -> initialize"),
-                       ("discover", "cold start: spawn -> server/discover")):
-        r = row(f"cold_{key}", label, "ms", cold[key], cold["floor"], floor_label)
-        target(r, "median <= 1.25 x floor", r["ratio_median"], "<=", 1.25, "x")
-    row("cold_initialize_1000_tools", "cold start, 1,000 tools: spawn -> initialize", "ms",
-        cold["initialize_1000"], cold["floor"], floor_label)
-
-    pc = data["per_call"]
-    r = row("per_call", f"per-call latency, echo ({len(pc['server'])} sequential)", "ms", pc["server"], pc["floor"],
-            "spawn of echo x from Python, output captured")
-    target(r, "p50 <= 1.8 x floor", r["ratio_median"], "<=", 1.8, "x")
-    target(r, "p50 <= 2.0 ms", r["median"], "<=", 2.0, "ms")
-    target(r, "p95 <= 3.0 ms", r["p95"], "<=", 3.0, "ms")
-
-    pl = data["pipelined"]
-    n = pl["calls"]
-    rates = [n / t for t in pl["server"]]
-    floor_rates = [n / t for t in pl["floor"]]
-    # a rate's bad tail is its low end: report p95 as the 5th percentile of the rate
-    r = row("pipelined", f"pipelined throughput ({n} calls at once)", "calls/s", rates, floor_rates,
-            f"{n} echo spawns, ThreadPool({os.cpu_count()})", higher_is_better=True,
-            extra={"time_to_last_ms_median": statistics.median(pl["server"]) * 1000,
-                   "time_to_last_ms_p95": pct(pl["server"], 95) * 1000})
-    r["p95"] = pct(rates, 5)
-    r["floor_p95"] = pct(floor_rates, 5)
-    r["ratio_p95"] = r["p95"] / r["floor_p95"]
-    target(r, "rate >= 50% of floor", r["ratio_median"], ">=", 0.5, "x")
-
-    tl = data["tools_list"]
-    row("tools_list_1000", f"tools/list, 1,000 tools ({tl['pages_hint']} pages)", "ms", tl["server"], tl["floor"],
-        "ping on the same server")
-
-    tk = data["tasks"]
-    row("task_create", "task creation (tools/call + task)", "ms", tk.get("server"), tk["floor"],
-        "write + fsync + rename + fsync(dir) of a small record", error=tk.get("error"),
-        extra={k: tk[k] for k in ("first_ms", "statuses", "create_to_terminal_ms_median", "wait_note")
-               if k in tk})
-
-    rss = data["rss"]
-    r = row("rss_idle", "peak RSS, idle", "MiB", rss["idle"], rss["floor"], "python + import trio (VmHWM)")
-    target(r, "<= 35 MiB", r["p95"], "<=", 35.0, "MiB")
-    r = row("rss_busy", f"peak RSS, {args.concurrent} concurrent calls", "MiB", rss["busy"], rss["floor"],
-            "python + import trio (VmHWM)", extra={"rss_after_median": statistics.median(rss["busy_rss_after"])})
-    target(r, "<= 60 MiB", r["p95"], "<=", 60.0, "MiB")
-
-    ul = data["under_load"]
-    for key, label in (("ping", "ping"), ("discover", "server/discover")):
-        r = row(f"{key}_under_load", f"{label} while {args.slow} tools run", "ms", ul[f"{key}_busy"],
-                ul[f"{key}_idle"], f"{label} on the idle server",
-                extra={"slow_started": ul["slow_started"]})
-        target(r, "p95 <= 5 ms", r["p95"], "<=", 5.0, "ms")
+    if (cold := data.get("cold")) is not None:
+        floor_label = "python -c 'import trio'"
+        for key, label in (("initialize", "cold start: spawn -> initialize"),
+                           ("discover", "cold start: spawn -> server/discover")):
+            r = row(f"cold_{key}", label, "ms", cold[key], cold["floor"], floor_label)
+            target(r, "median <= 1.25 x floor", r["ratio_median"], "<=", 1.25, "x")
+        row("cold_initialize_1000_tools", "cold start, 1,000 tools: spawn -> initialize", "ms",
+            cold["initialize_1000"], cold["floor"], floor_label)
+    if (pc := data.get("per_call")) is not None:
+        r = row("per_call", f"per-call latency, echo ({len(pc['server'])} sequential)", "ms", pc["server"], pc["floor"],
+                "spawn of echo x from Python, output captured")
+        target(r, "p50 <= 1.8 x floor", r["ratio_median"], "<=", 1.8, "x")
+        target(r, "p50 <= 2.0 ms", r["median"], "<=", 2.0, "ms")
+        target(r, "p95 <= 3.0 ms", r["p95"], "<=", 3.0, "ms")
+    if (pl := data.get("pipelined")) is not None:
+        n = pl["calls"]
+        rates = [n / t for t in pl["server"]]
+        floor_rates = [n / t for t in pl["floor"]]
+        # a rate's bad tail is its low end: report p95 as the 5th percentile of the rate
+        r = row("pipelined", f"pipelined throughput ({n} calls at once)", "calls/s", rates, floor_rates,
+                f"{n} echo spawns, ThreadPool({os.cpu_count()})", higher_is_better=True,
+                extra={"time_to_last_ms_median": statistics.median(pl["server"]) * 1000,
+                       "time_to_last_ms_p95": pct(pl["server"], 95) * 1000})
+        r["p95"] = pct(rates, 5)
+        r["floor_p95"] = pct(floor_rates, 5)
+        r["ratio_p95"] = r["p95"] / r["floor_p95"]
+        target(r, "rate >= 50% of floor", r["ratio_median"], ">=", 0.5, "x")
+    if (tl := data.get("tools_list")) is not None:
+        row("tools_list_1000", f"tools/list, 1,000 tools ({tl['pages_hint']} pages)", "ms", tl["server"], tl["floor"],
+            "ping on the same server")
+    if (tk := data.get("tasks")) is not None:
+        row("task_create", "task creation (tools/call + task)", "ms", tk.get("server"), tk["floor"],
+            "write + fsync + rename + fsync(dir) of a small record", error=tk.get("error"),
+            extra={k: tk[k] for k in ("first_ms", "statuses", "create_to_terminal_ms_median", "wait_note")
+                   if k in tk})
+    if (rss := data.get("rss")) is not None:
+        r = row("rss_idle", "peak RSS, idle", "MiB", rss["idle"], rss["floor"], "python + import trio (VmHWM)")
+        target(r, "<= 35 MiB", r["p95"], "<=", 35.0, "MiB")
+        r = row("rss_busy", f"peak RSS, {args.concurrent} concurrent calls", "MiB", rss["busy"], rss["floor"],
+                "python + import trio (VmHWM)", extra={"rss_after_median": statistics.median(rss["busy_rss_after"])})
+        target(r, "<= 60 MiB", r["p95"], "<=", 60.0, "MiB")
+    if (ul := data.get("under_load")) is not None:
+        for key, label in (("ping", "ping"), ("discover", "server/discover")):
+            r = row(f"{key}_under_load", f"{label} while {args.slow} tools run", "ms", ul[f"{key}_busy"],
+                    ul[f"{key}_idle"], f"{label} on the idle server",
+                    extra={"slow_started": ul["slow_started"]})
+            target(r, "p95 <= 5 ms", r["p95"], "<=", 5.0, "ms")
+    hard_floor = "ping on the same server idle"
+    if (sr := data.get("stuck_reader")) is not None:
+        note = sr.get("error") or (
+            f"VmRSS {sr['rss']:.1f} MiB; {sr['written_unread']}/{sr['calls']} requests written before "
+            f"stdout was read; then {sr['answered']} answered ({sr['succeeded']} succeeded), "
+            f"ping {sr['ping_after_ms']:.2f} ms")
+        r = row("stuck_reader_rss", f"peak RSS, {sr.get('calls', 500)} calls of {BIG_OUTPUT // 1024} KiB, stdout not read", "MiB",
+                sr.get("hwm"), sr.get("floor", []), "the same server idle (VmHWM)", error=sr.get("error"),
+                extra={"note": note, **{k: v for k, v in sr.items() if k not in ("hwm", "floor", "error")}})
+        target(r, "<= 60 MiB", r["median"], "<=", 60.0, "MiB", required=True)
+    if (pp := data.get("pathological_progress")) is not None:
+        for form, regex in (("quadratic", QUADRATIC_PROGRESS), ("shipped", pp.get("shipped_regex"))):
+            w = pp.get(form, {})
+            note = pp.get("error") or (
+                f"{len(w['busy'])} pings{', the server got STUCK' if w['stuck'] else ''}; "
+                f"{w['started']}/4 tools started, {w['answered']}/4 answered, "
+                f"{w['progress_notifications']} progress notifications")
+            r = row(f"ping_progress_{form}", f"ping while 4 tools print 8 KiB digit lines, progress {regex}",
+                    "ms", w.get("busy"), w.get("idle", []), hard_floor, error=pp.get("error"),
+                    extra={"note": note, **{k: v for k, v in w.items() if k not in ("busy", "idle")}})
+            target(r, "p95 <= 5 ms", r["p95"], "<=", 5.0, "ms", required=True)
+    if (su := data.get("stderr_unread")) is not None:
+        note = su.get("error") or (
+            f"{len(su['busy'])} pings{', the server got STUCK' if su['stuck'] else ''}; {su['started']}/4 tools "
+            f"started, {su['answered']}/4 answered; {su['log_lines']:,} log lines caused")
+        r = row("ping_stderr_unread", "ping while tools print stderr lines, --log-level debug, stderr not read",
+                "ms", su.get("busy"), su.get("idle", []), hard_floor, error=su.get("error"),
+                extra={"note": note, **{k: v for k, v in su.items() if k not in ("busy", "idle", "error")}})
+        target(r, "p95 <= 5 ms", r["p95"], "<=", 5.0, "ms", required=True)
+        target(r, "then ping <= 100 ms (still answers)", su.get("ping_after_ms"), "<=", 100.0, "ms", required=True)
+    if (sd := data.get("shutdown")) is not None:
+        note = sd.get("error") or (
+            f"TERM-ignoring children started per round (of {sd['calls']}): {sd['started']}; "
+            + ("" if sd["exited"] else "the server did NOT exit within 20 s; ")
+            + f"{sd['left']} tagged processes left at the exits")
+        r = row("shutdown", f"EOF -> exit, {sd.get('calls', 200)} calls ignoring SIGTERM (kill_grace 1s)", "ms",
+                sd.get("server"), sd.get("floor", []), "EOF -> exit of the same server idle", error=sd.get("error"),
+                extra={"note": note, **{k: v for k, v in sd.items() if k not in ("server", "floor", "error")}})
+        target(r, "<= grace + 0.5 s", r["median"], "<=", 1500.0, "ms", required=True)
+        target(r, "no tool process left", sd.get("left"), "<=", 0, "processes", required=True)
 
     failed = [c for c in checks if c["pass"] is False]
     return {"bench": "mcpwrap", "loadavg_start": data.get("loadavg_start"), "loadavg_end": data.get("loadavg_end"), "mode": "quick" if args.quick else "full", "runs": args.runs,
@@ -907,10 +1278,9 @@ def print_table(report: dict[str, Any]) -> None:
         targets = r["targets"] or [None]
         for i, t in enumerate(targets):
             first = i == 0
-            shown = {"x": lambda v: f"{v:.2f}x"}.get(t["unit"], lambda v: fmt(v, t["unit"])) if t else None
             verdict = "-" if t is None else ("n/a" if t["pass"] is None else "PASS" if t["pass"] else "FAIL")
             if t is not None and t["value"] is not None:
-                verdict += f" ({shown(t['value'])})"
+                verdict += f" ({t['value']:.2f}x)" if t["unit"] == "x" else f" ({fmt(t['value'], t['unit'])})"
             lines.append([
                 r["label"] if first else "",
                 r["unit"] if first else "",
@@ -947,6 +1317,8 @@ def print_table(report: dict[str, Any]) -> None:
             notes.append(f"VmRSS after the calls: {r['rss_after_median']:.1f} MiB")
         if r["key"] == "ping_under_load":
             notes.append(f"slow calls running per window: {r['slow_started']}")
+        if r.get("note") and not r.get("error"):
+            notes.append(r["note"])
         if notes:
             print(f"  {r['label']}: floor = {r['floor_what']}; " + "; ".join(notes))
         else:
@@ -955,28 +1327,60 @@ def print_table(report: dict[str, Any]) -> None:
     print("result:", "all targets PASS" if report["ok"] else "FAIL: " + ", ".join(report["failed"]))
 
 
+SCENARIOS = ("cold", "per-call", "pipelined", "tools-list", "tasks", "rss", "under-load",
+             "stuck-reader", "pathological-progress", "stderr-unread", "shutdown")
+HARDENING = SCENARIOS[7:]
+# prints [version, the progress regex of the starter tools file mcpwrap ships (or null)]
+PROBE = """\
+import importlib.resources, json, tomllib, mcpwrap, trio
+starter = tomllib.loads(importlib.resources.files("mcpwrap").joinpath("starter.toml").read_text())
+shipped = [t["progress"] for t in starter.get("tools", {}).values() if "progress" in t]
+print(json.dumps([mcpwrap.__version__, shipped[0] if shipped else None]))
+"""
+
+
 def run_all(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
-    probe = subprocess.run([sys.executable, "-c", "import mcpwrap, trio; print(mcpwrap.__version__)"],
-                           capture_output=True, text=True, timeout=SPAWN_TIMEOUT_S, cwd=WORKDIR)
+    probe = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                           timeout=SPAWN_TIMEOUT_S, cwd=WORKDIR, check=False)
     if probe.returncode != 0:
         raise BenchError(f"mcpwrap is not importable by {sys.executable} (install it into this "
                          f"interpreter's environment first): {probe.stderr.strip()}")
-    tools, big_tools = tmp / "tools.toml", tmp / "tools-1000.toml"
+    version, shipped = json.loads(probe.stdout)
+    tools, big_tools, hard_tools = tmp / "tools.toml", tmp / "tools-1000.toml", tmp / "hardening.toml"
     tools.write_text(TOOLS_TOML)
     generate_big_tools(big_tools, 1000)
-    data: dict[str, Any] = {"version": probe.stdout.strip(), "loadavg_start": loadavg()}
+    tag = uuid.uuid4().hex                              # marks the shutdown scenario's tool processes
+    hard_tools.write_text(hardening_toml(tag, shipped or QUADRATIC_PROGRESS))
+    data: dict[str, Any] = {"version": version, "loadavg_start": loadavg()}
     cpus = os.cpu_count() or 1
     if data["loadavg_start"] and data["loadavg_start"][0] > cpus / 2:
         say(f"warning: the machine is busy (load average {data['loadavg_start'][0]:.2f} on {cpus} "
             "cpus); figures will be noisy")
-    data["cold"] = measure_cold_start(tools, big_tools, tmp, args.runs)
-    data["per_call"] = measure_per_call(tools, tmp, args.calls)
-    data["pipelined"] = measure_pipelined(tools, tmp, 1000, args.bursts)
-    data["tools_list"] = measure_tools_list(big_tools, tmp, args.runs, 1000)
-    data["tasks"] = measure_tasks(tools, tmp, max(args.runs, 20))
-    data["rss"] = measure_rss(tools, tmp, args.rss_runs, args.concurrent)
-    data["under_load"] = measure_under_load(tools, tmp, args.windows,
-                                            50 if args.quick else max(100, args.runs * 4), args.slow)
+    pings = 200
+    scenarios: dict[str, Callable[[], dict[str, Any]]] = {
+        "cold": lambda: measure_cold_start(tools, big_tools, tmp, args.runs),
+        "per-call": lambda: measure_per_call(tools, tmp, args.calls),
+        "pipelined": lambda: measure_pipelined(tools, tmp, 1000, args.bursts),
+        "tools-list": lambda: measure_tools_list(big_tools, tmp, args.runs, 1000),
+        "tasks": lambda: measure_tasks(tools, tmp, max(args.runs, 20)),
+        "rss": lambda: measure_rss(tools, tmp, args.rss_runs, args.concurrent),
+        "under-load": lambda: measure_under_load(tools, tmp, args.windows,
+                                                 50 if args.quick else max(100, args.runs * 4), args.slow),
+        "stuck-reader": lambda: measure_stuck_reader(hard_tools, tmp, 500),
+        "pathological-progress": lambda: measure_progress(hard_tools, tmp, shipped or QUADRATIC_PROGRESS, pings),
+        "stderr-unread": lambda: measure_stderr_unread(hard_tools, tmp, pings),
+        "shutdown": lambda: measure_shutdown(hard_tools, tmp, 200, tag, 1 if args.quick else 3)}
+    assert list(scenarios) == list(SCENARIOS)
+    for name in args.only:
+        try:
+            data[name.replace("-", "_")] = scenarios[name]()
+        except BenchError as exc:
+            if name not in HARDENING:
+                raise
+            # a server that dies or hangs under attack fails the figure; the other scenarios still run
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            data[name.replace("-", "_")] = {"error": " | ".join(lines[:1] + lines[-2:])}
+            kill_all()
     data["loadavg_end"] = loadavg()
     return data
 
@@ -989,7 +1393,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="samples per repeated measurement (cold starts, listings, task creations, ping); "
                              "default 30, --quick 5")
     parser.add_argument("--json-only", action="store_true", help="print only the JSON line")
+    parser.add_argument("--only", metavar="NAME[,NAME]", default=",".join(SCENARIOS),
+                        help="run only these scenarios: " + ", ".join(SCENARIOS))
     args = parser.parse_args(argv)
+    args.only = [name.strip() for name in args.only.split(",") if name.strip()]
+    if unknown := [name for name in args.only if name not in SCENARIOS]:
+        parser.error(f"--only: unknown scenario {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
     QUIET = args.json_only
     runs = args.runs or (5 if args.quick else 30)
     if runs < 1:
