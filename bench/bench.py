@@ -4,7 +4,7 @@ Run it with the interpreter mcpwrap is installed in; servers are spawned as
 `sys.executable -m mcpwrap serve ...`:
 
     .venv/bin/python bench/bench.py            # full run (a few minutes)
-    .venv/bin/python bench/bench.py --quick    # smoke check (~20-30 s)
+    .venv/bin/python bench/bench.py --quick    # smoke check (~45-60 s)
     .venv/bin/python bench/bench.py --runs 40 --json-only
     .venv/bin/python bench/bench.py --only stuck-reader,shutdown
 
@@ -163,11 +163,14 @@ def descendants(pid: int) -> list[int]:
 def proc_status(pid: int) -> dict[str, int]:
     """VmHWM / VmRSS of a live process, in bytes."""
     out: dict[str, int] = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmHWM", "VmRSS"):
-                out[key] = int(value.split()[0]) * 1024
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmHWM", "VmRSS"):
+                    out[key] = int(value.split()[0]) * 1024
+    except OSError as exc:
+        raise BenchError(f"process {pid} is gone: {exc}") from None
     if len(out) != 2:
         raise BenchError(f"/proc/{pid}/status has no VmHWM/VmRSS")
     return out
@@ -945,7 +948,7 @@ def measure_stuck_reader(tools: Path, tmp: Path, calls: int) -> dict[str, Any]:
         thread.start()
         try:
             # settled: for 2 s the writes, the number of tool processes and VmRSS (+-1 MiB) stay put
-            deadline = time.perf_counter() + 30.0
+            deadline = time.perf_counter() + 20.0
             state: tuple[int, int] | None = None
             since = rss_ref = 0.0
             while time.perf_counter() < deadline and server.proc.poll() is None:
@@ -962,7 +965,7 @@ def measure_stuck_reader(tools: Path, tmp: Path, calls: int) -> dict[str, Any]:
             stuck = proc_status(server.pid)
             written_unread = accepted[0]
             # now read everything: the writer must get through, every call be answered
-            deadline = time.perf_counter() + 30.0
+            deadline = time.perf_counter() + 20.0
             while thread.is_alive() and time.perf_counter() < deadline:
                 server.read_some(0.1)
         finally:
@@ -997,7 +1000,7 @@ def measure_progress(tools: Path, tmp: Path, shipped: str, pings: int) -> dict[s
             ids = start_calls(server, f"digits_{form}", 4, progress=form)
             started = wait_for_children(server.pid, "sh", 4, 10.0)
             busy, stuck = ping_window(server, DIGITS_S, pings, DIGITS_S + 15.0)
-            done = 0 if stuck else answered(server, ids, 15.0)
+            done = 0 if stuck else answered(server, ids, 10.0)
             out[form] = {"idle": idle, "busy": busy, "stuck": stuck, "started": started, "answered": done,
                          "progress_notifications": server.notified.get("notifications/progress", 0)}
         finally:
@@ -1020,7 +1023,7 @@ def measure_stderr_unread(tools: Path, tmp: Path, pings: int, chatty: int = 4) -
             ids = start_calls(server, "chatty", chatty)
             started = wait_for_children(server.pid, "sh", chatty, 10.0)
             busy, stuck = ping_window(server, 3.0, pings, 20.0)
-            done = 0 if stuck else answered(server, ids, 15.0)
+            done = 0 if stuck else answered(server, ids, 10.0)
             if not stuck and done == chatty:
                 try:                    # every tool line was read (and logged or dropped): still there?
                     ping_after = server.call("ping", timeout=PING_TIMEOUT_S)[0] * 1000
@@ -1388,7 +1391,7 @@ def run_all(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     global QUIET, WORKDIR
     parser = argparse.ArgumentParser(description="Benchmark `mcpwrap serve` against floors measured in the same run.")
-    parser.add_argument("--quick", action="store_true", help="fewer runs and calls: a smoke check of ~20-30 s")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and calls: a smoke check of ~45-60 s")
     parser.add_argument("--runs", type=int, default=None,
                         help="samples per repeated measurement (cold starts, listings, task creations, ping); "
                              "default 30, --quick 5")
