@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mcpwrap import config, jsonrpc, signing
 from mcpwrap.protocol.core import CancelCall, CancelTimer, Core, Send, StartCall, StartTimer, Stderr, TaskOp
@@ -422,3 +424,48 @@ def test_a_listen_in_a_batch_answers_inside_it() -> None:
     feed(core, orjson.dumps(batch))
     array = sent(feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}))
     assert [[m["id"] for m in a] for a in array] == [[2]]
+
+
+_IDS = st.sampled_from([1, 2, 3, "a"])
+_ITEM = st.one_of(
+    st.builds(lambda i: request(i, "ping"), _IDS),
+    st.builds(lambda i: request(i, "tools/call", {"name": "echo", "arguments": {"msg": "m"}}), _IDS),
+    st.just({"jsonrpc": "2.0", "method": "notifications/x"}),
+    st.just({"foo": 1}))                      # broken: answered with id null
+_STEP = st.one_of(st.tuples(st.just("alone"), _ITEM.filter(lambda m: "id" in m)),
+                  st.tuples(st.just("batch"), st.lists(_ITEM, min_size=1, max_size=5)),
+                  st.tuples(st.just("finish"), st.integers(0, 3)))
+
+
+@given(st.lists(_STEP, max_size=12))
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_every_request_gets_one_answer_in_the_right_place(steps: list[tuple[str, Any]]) -> None:
+    """Whatever ids collide, each lone request is answered alone and each batch in one array of
+    exactly one answer per request (or broken item) it held, once its slow calls finish."""
+    core = make_core()
+    init(core, "2025-03-26")
+    running: list[StartCall] = []
+    alone_ids: list[str] = []
+    batch_ids: list[list[str]] = []
+    out: list[Any] = []
+
+    def take(actions: list[Any]) -> None:
+        running.extend(a for a in actions if isinstance(a, StartCall))
+        out.extend(sent(actions))
+
+    for kind, value in steps:
+        if kind == "alone":
+            alone_ids.append(repr(value["id"]))
+            take(feed(core, value))
+        elif kind == "batch":
+            ids = [repr(m.get("id")) for m in value if "method" not in m or "id" in m]
+            batch_ids += [sorted(ids)] if ids else []
+            take(feed(core, orjson.dumps(value)))
+        elif running:
+            take(core.call_done(running.pop(value % len(running)).ctx, ToolResult((Text("x"),))))
+    while running:
+        take(core.call_done(running.pop().ctx, ToolResult((Text("x"),))))
+    arrays = [m for m in out if isinstance(m, list)]
+    assert sorted(sorted(repr(r.get("id")) for r in a) for a in arrays) == sorted(batch_ids)
+    assert sorted(repr(m["id"]) for m in out if isinstance(m, dict)) == sorted(alone_ids)
+    assert not core.inflight and not core.batches
