@@ -23,8 +23,9 @@ Contract:
   atomically. A previous key verifies for :data:`ROTATION_GRACE_S` after it
   was retired. Every refusal is a :class:`SecretFileError` naming the path
   and the fix.
-* One-time ledger (:class:`NonceLedger`): ``STATE_DIR/nonces/`` (0700, ours,
-  no group/world write on it or on ``STATE_DIR``) holds one empty 0600 file per
+* One-time ledger (:class:`NonceLedger`): ``STATE_DIR/nonces/`` (0700; it and
+  ``STATE_DIR`` checked with ``durable.open_private``, refusals are
+  :class:`LedgerError`) holds one empty 0600 file per
   consumed nonce, named by the SHA-256 of the nonce and created with
   ``O_CREAT|O_EXCL|O_NOFOLLOW``, so exactly one of all the processes sharing
   the directory consumes a nonce. Its mtime is the token's expiry; entries past
@@ -56,7 +57,7 @@ from typing import Any
 
 import orjson
 
-from mcpwrap.durable import write_atomic
+from mcpwrap.durable import UnsafePathError, open_private, write_atomic
 
 DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
 ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long
@@ -352,7 +353,8 @@ class NonceLedger:
             except FileExistsError:
                 return False
             except OSError as exc:
-                raise self._refuse(f"cannot record a used requestState ({exc.strerror})") from None
+                raise LedgerError(f"nonce ledger {self.path} cannot record a used requestState "
+                                  f"({exc.strerror}); check that you can write it") from None
             try:
                 os.utime(fd, (expires_at, expires_at))       # the sweep reads expiry from stat, no file read
             finally:
@@ -361,45 +363,19 @@ class NonceLedger:
         finally:
             os.close(dir_fd)
 
-    def _refuse(self, problem: str, fix: str = "") -> LedgerError:
-        return LedgerError(f"nonce ledger {self.path} {problem}; "
-                           f"{fix or f'check that {self.state_dir} is a directory only you can write'}")
-
     def _open_dir(self) -> int:
-        """The ledger directory as an fd, created 0700; both it and the state dir are checked on
-        their fds, and it is opened relative to the state dir's fd (no check/use race)."""
+        """The ledger directory as an fd, created 0700; it and the state dir are checked like the
+        secret file (ours, a real directory, no group/world write) on their open fds."""
         try:
             self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(open_private(self.state_dir, directory=True))
+            self.path.mkdir(mode=0o700, exist_ok=True)
+            return open_private(self.path, directory=True)
+        except UnsafePathError as exc:
+            raise LedgerError(f"nonce ledger {self.path} is unsafe: {exc}") from None
         except OSError as exc:
-            raise self._refuse(f"cannot be created ({exc.strerror})") from None
-        parent = self._checked(str(self.state_dir), self.state_dir)
-        try:
-            try:
-                os.mkdir(self.path.name, 0o700, dir_fd=parent)
-            except FileExistsError:
-                pass
-            except OSError as exc:
-                raise self._refuse(f"cannot be created ({exc.strerror})") from None
-            return self._checked(self.path.name, self.path, parent)
-        finally:
-            os.close(parent)
-
-    def _checked(self, name: str, where: Path, dir_fd: int | None = None) -> int:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-        except OSError as exc:
-            raise self._refuse(f"cannot be opened: {where}: {exc.strerror}") from None
-        st = os.fstat(fd)
-        problem, fix = "", ""
-        if st.st_uid != os.getuid():
-            problem = f"{where} is owned by uid {st.st_uid}, not by you (uid {os.getuid()})"
-        elif st.st_mode & 0o022:
-            problem = f"{where} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
-            fix = f"run: chmod go-w {shlex.quote(str(where))}"
-        if problem:
-            os.close(fd)
-            raise self._refuse(f"is unsafe: {problem}", fix)
-        return fd
+            raise LedgerError(f"nonce ledger {self.path} cannot be opened ({exc.strerror}); "
+                              f"check that {self.state_dir} is a directory you can write") from None
 
     @staticmethod
     def _sweep(dir_fd: int, now: float) -> None:
