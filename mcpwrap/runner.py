@@ -39,8 +39,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -201,31 +201,64 @@ def _write(path: str, data: str) -> None:
         os.close(fd)
 
 
-def kill_tagged(name: str, value: str) -> None:
-    """SIGKILL every other process whose environment holds name=value.
+def kill_tagged(name: str, values: Collection[str]) -> None:
+    """SIGKILL every other process whose environment holds name=value for one of values.
 
     A match is signalled through a pidfd opened before its environment is read
     again, so a pid reused meanwhile is never hit.
     """
-    needle = f"{name}={value}".encode()
+    needles = {f"{name}={value}".encode() for value in values}
+
+    def tagged(pid: str) -> bool:
+        return not needles.isdisjoint(_read(f"/proc/{pid}/environ").split(b"\0"))
     try:
         entries = os.listdir("/proc")
     except OSError:
         return
     for entry in filter(str.isdigit, entries):
-        if entry == str(os.getpid()) or needle not in _read(f"/proc/{entry}/environ").split(b"\0"):
+        if entry == str(os.getpid()) or not tagged(entry):
             continue
         try:
             pidfd = os.pidfd_open(int(entry))
         except OSError:
             continue                                    # gone already
         try:
-            if needle in _read(f"/proc/{entry}/environ").split(b"\0"):
+            if tagged(entry):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
         except OSError:
             pass
         finally:
             os.close(pidfd)
+
+
+@dataclass
+class _SweepBatch:
+    tags: set[str] = field(default_factory=set)
+    started: bool = False
+    done: trio.Event = field(default_factory=trio.Event)
+
+
+_NEXT_SWEEP: trio.lowlevel.RunVar[_SweepBatch] = trio.lowlevel.RunVar("_NEXT_SWEEP")
+
+
+async def _sweep(tag: str) -> None:
+    """kill_tagged for this call, in a thread; calls that end together share one pass over /proc.
+
+    A call joins the batch not yet started, so its pass always begins after the call asked.
+    """
+    batch = _NEXT_SWEEP.get(_SweepBatch(started=True))
+    if not batch.started:
+        batch.tags.add(tag)
+        await batch.done.wait()
+        return
+    batch = _SweepBatch({tag})
+    _NEXT_SWEEP.set(batch)
+    await trio.sleep(0)                                 # calls ending in this same tick join
+    batch.started = True
+    try:
+        await trio.to_thread.run_sync(kill_tagged, CALL_ENV, batch.tags)
+    finally:
+        batch.done.set()
 
 
 def _own_cgroup2() -> str | None:
@@ -366,7 +399,7 @@ class _Call:
                     await trio.sleep(delay)
                     delay = min(2 * delay, POLL_CAP_S)
         if self.sweep:
-            await trio.to_thread.run_sync(kill_tagged, CALL_ENV, self.tag)
+            await _sweep(self.tag)
         self.ended = True
 
 
