@@ -12,7 +12,8 @@ Contract:
   :class:`StateError`, whose ``str()`` is generic and whose ``.reason`` is the
   diagnostic for stderr.
 * Secret file (one per user, shared by every mcpwrap process so a retry may
-  reach any of them), mode 0600, owned by the user::
+  reach any of them), mode 0600, owned by the user, a regular file (not a
+  symlink; checked by ``durable.open_private`` on the open fd)::
 
       {"format": 1, "current": "<b64 32 bytes>",
        "previous": [{"key": "<b64>", "retired_at": <epoch seconds>}, ...]}
@@ -49,7 +50,6 @@ import os
 import re
 import secrets
 import shlex
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,25 +171,18 @@ def _parse(raw: bytes, path: Path, now: float) -> Keyring:
 
 
 def load_secret(path: Path, now: float) -> Keyring:
-    """Read and vet the secret file; checks are on the opened fd (no check/use race)."""
+    """Read and vet the secret file: ours, a regular file (not a symlink, not a FIFO: that would
+    hang the server), no access for group or others; checked on the open fd (no check/use race)."""
     try:
-        # O_NONBLOCK: a FIFO planted at the path must not hang the server.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_private(path, forbidden=0o077)
+    except UnsafePathError as exc:
+        raise _refuse(path, exc.problem, exc.fix if "chmod" in exc.fix else "") from None
     except FileNotFoundError:
         raise _refuse(path, "does not exist", "run: " + _init_cmd(path)) from None
     except OSError as exc:
         fix = "check the permissions of the file and its directory"
         raise _refuse(path, f"cannot be opened ({exc.strerror})", fix) from None
     try:
-        st = os.fstat(fd)
-        mode = stat.S_IMODE(st.st_mode)
-        if not stat.S_ISREG(st.st_mode):
-            raise _refuse(path, "is not a regular file")
-        if st.st_uid != os.getuid():
-            raise _refuse(path, f"is owned by uid {st.st_uid}, not by you (uid {os.getuid()})")
-        if mode & 0o077:
-            fix = f"run: chmod 600 {shlex.quote(str(path))}"
-            raise _refuse(path, f"is accessible by group or others (mode {mode:04o})", fix)
         raw = os.read(fd, _MAX_SECRET_FILE_BYTES + 1)
     finally:
         os.close(fd)

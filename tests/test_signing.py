@@ -311,6 +311,10 @@ def test_not_a_regular_file_refused(tmp_path: Path) -> None:
     os.mkfifo(fifo, 0o600)
     with pytest.raises(SecretFileError, match="regular file"):
         load_secret(fifo, T0)  # must not block
+    ensure_secret(tmp_path / "real", T0)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(SecretFileError, match="symbolic link"):
+        load_secret(tmp_path / "link", T0)
 
 
 def _race(code: str, *args: str, n: int = 20) -> list[str]:
