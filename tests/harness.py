@@ -28,12 +28,12 @@ MODERN = "2026-07-28"
 HANG_S = 60.0           # a hang guard only: nothing expected takes a fraction of it
 
 
-def until(condition: Callable[[], T], what: str, timeout: float = HANG_S) -> T:
+def until(condition: Callable[[], T], what: str | Callable[[], str], timeout: float = HANG_S) -> T:
     """Poll `condition` until it returns something truthy, and return that; fail after `timeout`."""
     deadline = time.monotonic() + timeout
     while not (value := condition()):
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what if isinstance(what, str) else what()}")
         time.sleep(0.02)
     return value
 
@@ -146,13 +146,21 @@ class Server:
 
     def response(self, id: Any, timeout: float = HANG_S, notes: list[Any] | None = None) -> dict[str, Any]:
         """Read until the response for `id`; other messages are kept in `notes`."""
+        return self.responses([id], timeout, notes)[0]
+
+    def responses(self, ids: list[Any], timeout: float = HANG_S, notes: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Read until every id in `ids` is answered, in whatever order; the answers in the order of `ids`."""
         deadline = time.monotonic() + timeout
-        while True:
+        answers: dict[str, dict[str, Any]] = {}
+        wanted = {json.dumps(id) for id in ids}
+        while wanted - answers.keys():
             message = self.read(max(0.01, deadline - time.monotonic()))
-            if isinstance(message, dict) and message.get("id") == id and "method" not in message:
-                return message
-            if notes is not None:
+            key = json.dumps(message.get("id")) if isinstance(message, dict) and "method" not in message else None
+            if key in wanted and key not in answers:
+                answers[key] = message
+            elif notes is not None:
                 notes.append(message)
+        return [answers[json.dumps(id)] for id in ids]
 
     def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = HANG_S) -> dict[str, Any]:
         return self.response(self.request(method, params), timeout)
@@ -170,6 +178,12 @@ class Server:
         except queue.Empty:
             return
         raise AssertionError(f"unexpected message: {line!r}")
+
+    def wait_stderr(self, text: str) -> str:
+        """The first stderr line containing `text`, once the server has written it."""
+        found = until(lambda: [line for line in self.stderr if text in line],
+                      lambda: f"{text!r} on stderr; it has:\n" + "".join(self.stderr))
+        return found[0]
 
     def tool_groups(self) -> set[int]:
         """The process groups of the tools running now (the server's children), once there are any."""

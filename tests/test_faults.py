@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
 import subprocess
-import time
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 from tests import procs
-from tests.harness import Server, mcpwrap_cmd, modern_meta
+from tests.harness import Server, mcpwrap_cmd, modern_meta, until, write_atomically
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -24,34 +23,30 @@ def census(marker: str) -> list[int]:
 
 
 def test_orphan_census_200_calls(tmp_path: Path) -> None:
-    marker = f"{os.getpid()}-{random.randrange(1 << 30)}"
+    marker = uuid.uuid4().hex
     env = {"MCPWRAP_CENSUS": marker}
     rng = random.Random(7)
     servers = [Server(FIXTURES / "census.toml", tmp_path / f"s{i}", env=env) for i in range(4)]
     try:
         for index, s in enumerate(servers):
             s.initialize("2025-11-25")
-            ids = []
+            calls = []
             for n in range(50):
                 tool = rng.choice(["quick", "slow", "overrun", "escape_attempt"])
                 args = {"n": n} if tool == "quick" else {}
                 modern = rng.random() < 0.5
                 params = {"name": tool, "arguments": args, **({"_meta": modern_meta()} if modern else {})}
-                ids.append((s.request("tools/call", params), tool))
-            time.sleep(0.5)
-            for rid, tool in ids:
+                calls.append((s.request("tools/call", params), tool))
+            for rid, tool in calls:
                 if tool in ("slow", "escape_attempt") and rng.random() < 0.6:
                     s.notify("notifications/cancelled", {"requestId": rid})
-            if index % 2:
-                time.sleep(0.5)      # let the overruns time out on half the servers; EOF on the rest
-        assert census(marker), "the calls should be running before the servers go"
+            if index % 2:                # half the servers see their overruns time out; the rest get EOF first
+                overruns = s.responses([rid for rid, tool in calls if tool == "overrun"])
+                assert all(answer["result"]["isError"] for answer in overruns)
+        until(lambda: census(marker), "the calls to be running before the servers go")
         for s in servers:
-            assert s.close(timeout=10) == 0
-        deadline = time.monotonic() + 3
-        while census(marker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        survivors = census(marker)
-        assert survivors == [], [open(f"/proc/{p}/cmdline", "rb").read() for p in survivors]
+            assert s.close() == 0
+        until(lambda: not census(marker), "every process of every call to be gone")
     finally:
         for s in servers:
             s.close()
@@ -63,13 +58,10 @@ def test_tools_file_deleted_while_serving(tmp_path: Path) -> None:
     with Server(tools, tmp_path) as s:
         s.initialize()
         tools.unlink()
-        deadline = time.monotonic() + 5
-        while not any("is gone" in line for line in s.stderr) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert any("is gone" in line for line in s.stderr)
+        s.wait_stderr("is gone")
         assert s.call("tools/call", {"name": "a", "arguments": {}})["result"]["content"][0]["text"] == "a\n"
-        tools.write_text('[tools.b]\ncommand = ["echo", "b"]\n')
-        assert s.read(timeout=5)["method"] == "notifications/tools/list_changed"
+        write_atomically(tools, '[tools.b]\ncommand = ["echo", "b"]\n')
+        assert s.read()["method"] == "notifications/tools/list_changed"
         assert [t["name"] for t in s.call("tools/list")["result"]["tools"]] == ["b"]
 
 
@@ -109,19 +101,11 @@ def test_noise_on_the_pipe_then_correct_answers(tmp_path: Path) -> None:
     ]
     with Server(FIXTURES / "census.toml", tmp_path) as s:
         s.initialize("2025-11-25")
-        deadline = time.monotonic() + 3
-        sent = 0
-        while time.monotonic() < deadline:
-            s.raw(rng.choice(shapes)() + b"\n")
-            sent += 1
-        while True:                                   # drain what the noise produced, checking each message
-            try:
-                s.read(timeout=1)
-            except queue.Empty:
-                break
-        assert sent > 100
-        assert s.proc.poll() is None
+        s.raw(b"".join(rng.choice(shapes)() + b"\n" for _ in range(1000)))
+        # The ping's answer comes after every answer to the noise (none of it calls a tool that runs),
+        # and `response` schema-checks each message on the way.
         assert s.call("ping")["result"] == {}
+        assert s.proc.poll() is None
         assert [t["name"] for t in s.call("tools/list")["result"]["tools"]][0] == "quick"
         assert s.call("tools/call", {"name": "quick", "arguments": {"n": 5}})["result"]["content"][0]["text"] == "5\n"
 
@@ -157,7 +141,7 @@ def test_no_space_left_leaves_nothing_half_written(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(os, "fsync", full_disk)
     try:
         store.create(tool="job", arguments={}, ttl_ms=60000, poll_ms=1000, tools_file=tmp_path / "t.toml",
-                     digest="0" * 64, snapshot=None)
+                     digest="0" * 64, snapshot=None, key=b"k" * 32)
     except OSError as exc:
         assert exc.errno == errno.ENOSPC
     else:
@@ -170,17 +154,23 @@ def test_killed_writer_never_leaves_a_readable_partial_record(tmp_path: Path) ->
     from mcpwrap import tasks
 
     root = tmp_path / "store"
+    # The writer reports each record it finished; it is killed right after the report the test waits
+    # for, so mid-way through its next write, wherever that is, however fast the machine.
     writer = ("import sys\nfrom pathlib import Path\nfrom mcpwrap import tasks\n"
               "store = tasks.Store(Path(sys.argv[1]))\n"
               "while True:\n"
               "    store.create(tool='job', arguments={'blob': 'x' * 200000}, ttl_ms=600000, poll_ms=1000,\n"
-              "                 tools_file=Path('t.toml'), digest='0' * 64, snapshot=None)\n")
+              "                 tools_file=Path('t.toml'), digest='0' * 64, snapshot=None, key=b'k' * 32)\n"
+              "    print('done', flush=True)\n")
     rng = random.Random(3)
     for _ in range(15):
-        proc = subprocess.Popen([sys.executable, "-c", writer, str(root)])
-        time.sleep(rng.uniform(0.15, 0.4))
+        proc = subprocess.Popen([sys.executable, "-c", writer, str(root)], stdout=subprocess.PIPE)
+        assert proc.stdout
+        for _ in range(rng.randrange(1, 4)):
+            assert proc.stdout.readline() == b"done\n", "the writer died before finishing a record"
         proc.kill()
         proc.wait()
+        proc.stdout.close()
     store = tasks.Store(root)
     names = os.listdir(root)
     assert any(n.endswith(".json") for n in names)
