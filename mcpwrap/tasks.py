@@ -166,7 +166,8 @@ class Store:
         self._checked = True
         return True
 
-    def _open(self, path: Path, flags: int = os.O_RDONLY) -> int:
+    def open_file(self, path: Path, flags: int = os.O_RDONLY) -> int:
+        """A file of the store, checked (`durable.open_private`); O_CREAT makes the store first."""
         self.ready(create=bool(flags & os.O_CREAT))
         return open_private(path, flags)
 
@@ -184,7 +185,7 @@ class Store:
         """The record as stored (no expiry or liveness check); None when there is none."""
         path = self.path(task_id)
         try:
-            fd = self._open(path)
+            fd = self.open_file(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
         with os.fdopen(fd, "rb") as f:
@@ -207,7 +208,7 @@ class Store:
 
     @contextlib.contextmanager
     def _flocked(self, path: Path) -> Iterator[None]:
-        fd = self._open(path, os.O_RDWR | os.O_CREAT)
+        fd = self.open_file(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -223,26 +224,27 @@ class Store:
         self.ready(create=True)
         _private_dir(self.running, create=True)
         with self._flocked(self.running / ".lock"):
-            held = 0
-            for name in os.listdir(self.running):
-                try:
-                    fd = self._open(self.running / name) if valid_id(name) else None
-                except FileNotFoundError:
-                    continue                      # its supervisor just released it
-                if fd is None:
-                    continue
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    (self.running / name).unlink()   # the lock was free: its supervisor is gone
-                except BlockingIOError:
-                    held += 1
-                finally:
-                    os.close(fd)
+            held = sum(self._held(self.running / name) for name in os.listdir(self.running) if valid_id(name))
             if held >= max_running:
                 raise TooManyTasks(held)
-            slot = self._open(self.running / task_id, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            slot = self.open_file(self.running / task_id, os.O_RDWR | os.O_CREAT | os.O_EXCL)
             fcntl.flock(slot, fcntl.LOCK_EX)
             return slot
+
+    def _held(self, slot: Path) -> bool:
+        """Whether a live supervisor holds `slot`; a slot whose lock is free was a dead one's and goes."""
+        try:
+            fd = self.open_file(slot)
+        except FileNotFoundError:
+            return False                  # released just now
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        slot.unlink(missing_ok=True)
+        return False
 
     def release(self, task_id: str) -> None:
         self.path(task_id)                    # the id is checked before it names a file
@@ -419,7 +421,7 @@ def _snapshot(config: config_module.Config) -> str | None:
 def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -> int:
     """Start the detached supervisor, holding `slot` for its life, and record its pid and start
     time; a thread reaps it."""
-    log = store._open(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id,
                                     str(Path(secret_file).absolute())],
@@ -469,10 +471,10 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
     try:
         if op.op == "create":
             assert op.tool is not None
-            keyring = core.keyring_source()
-            record = await trio.to_thread.run_sync(create_task, store, core.config, op.tool, op.arguments or {},
-                                                   tasking.requested_ttl_ms(ctx.params, op.tool), keyring,
-                                                   secret_file, max_running)
+            tool, ttl_ms = op.tool, tasking.requested_ttl_ms(ctx.params, op.tool)
+            record = await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
+                store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,
+                max_running))
             return core.task_created(ctx, record)
         if op.op == "list":
             records = await trio.to_thread.run_sync(store.records)
@@ -606,12 +608,20 @@ def _check_signature(store: Store, record: TaskRecord, secret_file: Path) -> Non
 
 
 async def supervise(store: Store, task_id: str, secret_file: Path) -> int:
-    from mcpwrap.result import error_result
-
     me = os.getpid()
     record = store.claim(task_id, me, process_start(me))
     if record is None or record.terminal or record.supervisor_pid != me:
         return 0                          # gone, finished, or someone else's
+    try:
+        return await _run(store, record, secret_file)
+    finally:
+        store.release(task_id)            # the slot's flock dies with this process; its name goes now
+
+
+async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
+    from mcpwrap.result import error_result
+
+    task_id = record.task_id
     try:
         _check_signature(store, record, secret_file)
         tool = _load_tool(record)
@@ -698,14 +708,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE (started by mcpwrap serve)",
               file=sys.stderr)
         return 2
-    store = Store(Path(args[0]))
     try:
-        return trio.run(supervise, store, args[1], Path(args[2]))
+        return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
     except UnsafePathError as exc:        # nothing in an unsafe store is trusted, not even to record this
         print(f"mcpwrap: task store: {exc}", file=sys.stderr)
         return 1
-    finally:
-        store.release(args[1])            # the slot's flock dies with this process; its name goes now
 
 
 if __name__ == "__main__":
