@@ -336,6 +336,15 @@ def _last_pid() -> int:
         return -1
 
 
+async def _poll(done: Callable[[], bool], limit_s: float) -> None:
+    """Until done() or limit_s: checks back off from 2 ms to POLL_CAP_S, so many waits stay cheap."""
+    delay = 0.002
+    with trio.move_on_after(limit_s):
+        while not done():
+            await trio.sleep(delay)
+            delay = min(2 * delay, POLL_CAP_S)
+
+
 @dataclass
 class _Call:
     """One call's processes: the leader's group, its cgroup if any, and the environment tag."""
@@ -344,6 +353,13 @@ class _Call:
     cgroup: str | None = None
     sweep: bool = True              # False once nothing can have escaped the cgroup
     ended: bool = False
+
+    def __post_init__(self) -> None:
+        # Our own pidfd tells when the leader exits without reaping it (see _alone).
+        try:
+            self.pidfd: int | None = os.pidfd_open(self.process.pid)
+        except OSError:
+            self.pidfd = None
 
     def contain(self) -> None:
         """Move the fresh leader into a cgroup of its own (None where there is none to use)."""
@@ -364,6 +380,24 @@ class _Call:
         # A pid allocated after the leader's may be one it forked before the move: sweep then.
         self.sweep = _last_pid() != self.process.pid
 
+    async def exited(self) -> None:
+        """Until the leader exits; unlike Process.wait it does not reap it."""
+        if self.pidfd is None:
+            await self.process.wait()
+        else:
+            await trio.lowlevel.wait_readable(self.pidfd)
+
+    def _alone(self) -> bool:
+        """The leader has exited and no process was created after it, so it never had a descendant.
+
+        Until it is reaped its pid stays taken: no later process can bring ns_last_pid back to it.
+        """
+        try:
+            exited = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:                       # reaped already: its pid may be anyone's now
+            return False
+        return exited and _last_pid() == self.process.pid
+
     def _cgroup_members(self) -> list[int]:
         return [int(pid) for pid in _read(os.path.join(self.cgroup, "cgroup.procs")).split()] if self.cgroup else []
 
@@ -376,32 +410,30 @@ class _Call:
     async def end(self, grace_s: float) -> None:
         """SIGTERM everything, wait up to grace_s for it to go, SIGKILL, then remove and sweep."""
         pgid = self.process.pid
-        termed = _signal_group(pgid, signal.SIGTERM)
-        for pid in self._cgroup_members():           # members that left the group (setsid)
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGTERM)
-                termed = True
-        if termed:
-            delay = 0.002
-            with trio.move_on_after(grace_s):
-                while not self._emptied():
-                    await trio.sleep(delay)
-                    delay = min(2 * delay, POLL_CAP_S)
-            _signal_group(pgid, signal.SIGKILL)       # harmless when the group is empty
-            if self.cgroup:
+        if self._alone():                               # the common case: a command that forked nothing
+            self.sweep = False
+        else:
+            termed = _signal_group(pgid, signal.SIGTERM)
+            for pid in self._cgroup_members():          # members that left the group (setsid)
                 with contextlib.suppress(OSError):
-                    _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
+                    os.kill(pid, signal.SIGTERM)
+                    termed = True
+            if termed:
+                await _poll(self._emptied, grace_s)
+                _signal_group(pgid, signal.SIGKILL)      # harmless when the group is empty
+                if self.cgroup:
+                    with contextlib.suppress(OSError):
+                        _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
         await self.process.wait()
-        if self.cgroup:
-            delay = 0.002
-            with trio.move_on_after(FLUSH_S):       # SIGKILLed members leave at once; else exit cleans up
-                while not _rmdir(self.cgroup):
-                    await trio.sleep(delay)
-                    delay = min(2 * delay, POLL_CAP_S)
+        if self.pidfd is not None:
+            trio.lowlevel.notify_closing(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.cgroup:                                 # SIGKILLed members leave at once; else exit cleans up
+            await _poll(lambda: _rmdir(self.cgroup or ""), FLUSH_S)
         if self.sweep:
             await _sweep(self.tag)
         self.ended = True
-
 
 
 @functools.cache
@@ -481,7 +513,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             if stdin_data is not None and process.stdin is not None:
                 nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
             with trio.move_on_after(tool.timeout_s) as deadline:
-                await process.wait()
+                await call.exited()
             timed_out = deadline.cancelled_caught
             # The leader is gone (or overran): nothing of the call may outlive it.
             with trio.CancelScope(shield=True):
