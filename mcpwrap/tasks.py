@@ -100,7 +100,7 @@ class TooManyTasks(Exception):
     """Creation refused: `max_running` supervisors are alive in this store."""
 
     def __init__(self, running: int) -> None:
-        super().__init__(f"{running} tasks are already running (--max-tasks); "
+        super().__init__(f"{running} task{' is' if running == 1 else 's are'} already running (--max-tasks); "
                          "wait for one to finish or raise the limit")
 
 

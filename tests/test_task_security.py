@@ -327,6 +327,7 @@ def test_creation_past_the_ceiling_is_refused_before_any_record(setup: Setup) ->
         setup.create(max_running=2)
     assert setup.store.get(second.task_id).status == "failed"   # and what it ran is killed
     assert setup.store.get(third.task_id).status == "working"
+    assert str(tasks.TooManyTasks(1)).startswith("1 task is already running (--max-tasks)")
 
 
 # --- the supervisor's weight ----------------------------------------------------------------

@@ -42,7 +42,7 @@ LEGACY = "2025-11-25"
 MODERN = "2026-07-28"
 EXT = "ext-tasks"
 EXT_ID = "io.modelcontextprotocol/tasks"
-TIMEOUT = 15.0
+TIMEOUT = 30.0                            # a hang guard only: every wait ends on an event
 
 TOOLS = """
 [tools.quick]
@@ -191,7 +191,7 @@ class Server:
         if self.proc.poll() is None and self.proc.stdin and not self.proc.stdin.closed:
             self.proc.stdin.close()
         try:
-            self.proc.wait(10)
+            self.proc.wait(TIMEOUT)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
@@ -246,7 +246,7 @@ def unique_seconds() -> str:
 
 def sleepers(seconds: str) -> list[procs.Proc]:
     """The `sleep SECONDS` processes of a `long` task (the marker is unique per test)."""
-    return [p for p in procs.live() if p.read("cmdline") == f"sleep\0{seconds}\0".encode()]
+    return [p for p in procs.mine() if p.read("cmdline") == f"sleep\0{seconds}\0".encode()]
 
 
 def legacy_create(server: Server, tool: str, arguments: dict[str, Any] | None = None, **extra: Any) -> str:
