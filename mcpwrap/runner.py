@@ -274,7 +274,7 @@ def _own_cgroup2() -> str | None:
             continue
         root, mount = fields[3], fields[4]
         if root == "/" or own == root or own.startswith(root + "/"):
-            return os.path.join(mount, own[len(root):].lstrip("/") if root != "/" else own.lstrip("/"))
+            return os.path.join(mount, own[len(root):].lstrip("/"))
     return None
 
 
