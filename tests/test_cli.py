@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import pty
+import select
 import subprocess
 import time
 from pathlib import Path
 
-from tests.harness import mcpwrap_cmd
+from tests.harness import HANG_S, mcpwrap_cmd
 
 TOOLS = r"""
 [tools.count]
@@ -17,23 +18,30 @@ progress = '(?<!\d)(\d+)/(\d+)'
 """
 
 
-def run_on_terminal(args: list[str], env: dict[str, str], timeout: float = 30) -> bytes:
+def run_on_terminal(args: list[str], env: dict[str, str], timeout: float = HANG_S) -> bytes:
     """Run with stdin, stdout and stderr on a pseudo-terminal; return everything it wrote."""
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(args, stdin=terminal, stdout=terminal, stderr=terminal, env=env, close_fds=True)
     os.close(terminal)
     output = b""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:                   # EIO: the terminal's last writer is gone
-            break
-        if not chunk:
-            break
-        output += chunk
-    proc.wait(timeout=max(1, deadline - time.monotonic()))
-    os.close(controller)
+    try:
+        while select.select([controller], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:               # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            output += chunk
+        else:
+            raise AssertionError(f"still writing to its terminal after {timeout}s: {output!r}")
+        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(controller)
     return output
 
 

@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests.harness import HANG_S
+
 ROOT = Path(__file__).resolve().parent.parent
 TS_DIR = ROOT / "tests" / "ts"
 CLIENT = TS_DIR / "client.mjs"
@@ -84,7 +86,7 @@ def test_typescript_sdk_client(tmp_path: Path) -> None:
         pytest.fail(f"client.mjs did not finish within {TIMEOUT_S}s\nstdout:\n{out}\nstderr:\n{err}")
     finally:
         # Whatever the outcome, nothing the server started for this run may outlive it.
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + HANG_S          # a hang guard: they go as soon as the server does
         while (leftovers := run_processes(run_id)) and time.monotonic() < deadline:
             time.sleep(0.05)
         for pid, _ in leftovers:
