@@ -29,7 +29,7 @@ from mcpwrap.durable import UnsafePathError
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
 from tests import procs
-from tests.test_tasks import LEGACY, TIMEOUT, Env, until
+from tests.test_tasks import LEGACY, TIMEOUT, Env, legacy_create, unique_seconds, until
 
 FOREIGN_UID = 65534                       # nobody: a file we did not create
 WAITING = """
@@ -328,6 +328,23 @@ def test_creation_past_the_ceiling_is_refused_before_any_record(setup: Setup) ->
     assert setup.store.get(second.task_id).status == "failed"   # and what it ran is killed
     assert setup.store.get(third.task_id).status == "working"
     assert str(tasks.TooManyTasks(1)).startswith("1 task is already running (--max-tasks)")
+
+
+def test_the_ceiling_is_a_clear_error_on_the_wire(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPWRAP_MAX_TASKS", "1")              # `serve --max-tasks 1`
+    env = Env(tmp_path)
+    server = env.server(LEGACY)
+    first = legacy_create(server, "long", {"seconds": unique_seconds()})
+    reply = server.request("tools/call", {"name": "long", "arguments": {"seconds": unique_seconds()},
+                                          "task": {"ttl": 60_000}})
+    assert reply["error"] == {"code": -32603, "message": "1 task is already running (--max-tasks); "
+                                                         "wait for one to finish or raise the limit"}
+    assert env.store.ids() == [first]
+    pid = int(until(lambda: env.store.read(first).supervisor_pid, what="the supervisor"))  # type: ignore[union-attr]
+    assert server.request("tasks/cancel", {"taskId": first})["result"]["status"] == "cancelled"
+    until(lambda: tasks.process_start(pid) is None, what="the cancelled task's supervisor to exit")
+    legacy_create(server, "quick")                            # its slot is free again
+    server.close()
 
 
 # --- the supervisor's weight ----------------------------------------------------------------
