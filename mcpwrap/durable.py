@@ -43,7 +43,10 @@ def open_private(path: Path | str, flags: int = os.O_RDONLY, *, directory: bool 
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO):
             raise
-        link = stat.S_ISLNK(os.lstat(path).st_mode)
+        try:
+            link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:
+            raise exc from None           # ENOTDIR from a component on the way, not from `path` itself
         raise UnsafePathError(path, "is a symbolic link" if link else f"is not a {kind}",
                               "remove it (mcpwrap creates what it needs)") from None
     try:
