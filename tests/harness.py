@@ -69,9 +69,10 @@ class Server:
         self.pending: dict[Any, tuple[str, str]] = {}      # id -> (method, revision)
         self.rev: str | None = None
         self.next_id = 1000
-        self._err_thread = threading.Thread(target=self._pump_err, daemon=True)
-        threading.Thread(target=self._pump, daemon=True).start()
-        self._err_thread.start()
+        self._pumps = [threading.Thread(target=self._pump, daemon=True),
+                       threading.Thread(target=self._pump_err, daemon=True)]
+        for pump in self._pumps:
+            pump.start()
 
     def _pump(self) -> None:
         assert self.proc.stdout
@@ -198,7 +199,10 @@ class Server:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-            self._err_thread.join(timeout)
+            for pump, stream in zip(self._pumps, (self.proc.stdout, self.proc.stderr)):
+                pump.join(timeout)                # EOF, once nothing holds the pipe open any more
+                if stream and not pump.is_alive():
+                    stream.close()
 
     def __enter__(self) -> Self:
         return self
