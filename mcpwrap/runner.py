@@ -105,9 +105,11 @@ def bounded_search(pattern: re.Pattern[str], text: str, limit_s: float) -> re.Ma
 
     `re` checks for signals every few thousand steps, so a SIGALRM whose handler
     raises stops a runaway match. Signals are the main thread's, and an ITIMER_REAL
-    someone else armed is not ours to take: elsewhere the search runs unguarded.
+    or a SIGALRM handler set outside Python is not ours to take: elsewhere the search
+    runs unguarded.
     """
-    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+    if (threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]
+            or signal.getsignal(signal.SIGALRM) is None):
         return pattern.search(text)
     previous = signal.signal(signal.SIGALRM, _raise_match_timeout)
     try:
@@ -521,9 +523,12 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             # What is already in the pipes gets a moment; a writer that escaped everything does not.
             nursery.cancel_scope.deadline = trio.current_time() + FLUSH_S
     finally:
-        if not call.ended:                          # cancelled before the end above
-            with trio.CancelScope(shield=True):
+        with trio.CancelScope(shield=True):
+            if not call.ended:                      # cancelled before the end above
                 await call.end(min(grace, 0.5))
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None:                # our ends too: a writer left over gets EPIPE
+                    await pipe.aclose()
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
                        time.monotonic() - started)
