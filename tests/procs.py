@@ -4,7 +4,8 @@ A test run tags itself: tests/conftest.py puts `TAG=<unique per run>` in the env
 before any test starts a process, so every server, tool and grandchild of this run carries
 it (a child's environment is copied from its parent's). `mine()` is the processes of this
 run only, so a census is never confused by another run's leftovers or another program's
-processes that happen to share a command line.
+processes that happen to share a command line. A search by a marker of the test's own
+making (`with_cmdline`, `with_env`) needs no tag, and also finds a process that dropped it.
 """
 
 from __future__ import annotations
@@ -53,13 +54,16 @@ def mine() -> Iterator[Proc]:
     return (p for p in live() if p.pid != os.getpid() and (tag is None or p.has_env(TAG, tag)))
 
 
+# These three look at every process, tagged or not: what they look for is already unique to the
+# test (a group it saw start, a marker it made up), and a process that cleared its environment
+# (which the run's tag cannot follow) must still be found.
 def group_alive(pgid: int) -> bool:
-    return any(p.pgid == pgid for p in mine())
+    return any(p.pgid == pgid for p in live())
 
 
 def with_cmdline(marker: str) -> list[int]:
-    return [p.pid for p in mine() if marker.encode() in p.read("cmdline")]
+    return [p.pid for p in live() if p.pid != os.getpid() and marker.encode() in p.read("cmdline")]
 
 
 def with_env(name: str, value: str) -> list[int]:
-    return [p.pid for p in mine() if p.has_env(name, value)]
+    return [p.pid for p in live() if p.pid != os.getpid() and p.has_env(name, value)]
