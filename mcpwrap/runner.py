@@ -285,7 +285,9 @@ def _server_cgroup() -> str | None:
     """One cgroup directory for this process's calls, or None where the tag sweep must do."""
     if os.environ.get(CONTAINMENT_ENV) == "tag" or (base := _own_cgroup2()) is None:
         return None
-    path = os.path.join(base, f"mcpwrap-{os.getpid()}")
+    # Named by pid namespace and pid, so a directory whose owner is gone can be told apart.
+    prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
+    path = os.path.join(base, f"{prefix}{os.getpid()}")
     try:
         os.makedirs(path, exist_ok=True)
     except OSError:
@@ -294,6 +296,10 @@ def _server_cgroup() -> str | None:
         _rmdir(path)
         return None
     atexit.register(_remove_server_cgroup, path)
+    for stale in _subdirs(base):        # an mcpwrap killed before its exit handler: end what it left
+        owner = os.path.basename(stale).removeprefix(prefix)
+        if stale != path and stale.startswith(os.path.join(base, prefix)) and not os.path.exists(f"/proc/{owner}"):
+            _remove_server_cgroup(stale)
     return path
 
 

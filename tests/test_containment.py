@@ -304,3 +304,31 @@ def test_containment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         assert runner.containment() == "environment tag sweep"
     finally:
         runner._server_cgroup.cache_clear()
+
+
+def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str, mark: str) -> None:
+    if mode == "tag":
+        pytest.skip("cgroups only")
+    base = runner._own_cgroup2()
+    assert base is not None
+    prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
+    code = "from mcpwrap import runner\nprint(runner.containment().split()[-1])\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S,
+                          cwd=Path(__file__).parent.parent)
+    server = done.stdout.strip()
+    assert server.startswith(os.path.join(base, prefix)) and not os.path.exists(server), done.stderr
+    # A server that died without its exit handler left a call's cgroup with a process in it.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = os.path.join(base, f"{prefix}{gone.pid}")
+    os.makedirs(os.path.join(stale, "call"))
+    sleeper = subprocess.Popen(["sleep", "1027"], env={**os.environ, "MARK": mark})
+    try:
+        with open(os.path.join(stale, "call", "cgroup.procs"), "w") as f:
+            f.write(str(sleeper.pid))
+        runner._server_cgroup.cache_clear()
+        assert runner.containment().startswith("cgroup v2")
+        assert sleeper.wait(HANG_S) == -signal.SIGKILL and not os.path.exists(stale)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
