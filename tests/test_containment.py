@@ -332,3 +332,4 @@ def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str,
     finally:
         sleeper.kill()
         sleeper.wait()
+        runner._remove_server_cgroup(stale)
