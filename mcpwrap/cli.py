@@ -134,9 +134,11 @@ def build_app() -> Any:
               state_dir: Optional[str] = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir."),
               secret_file: Optional[str] = typer.Option(None, "--secret-file", help="The shared requestState secret; env MCPWRAP_SECRET_FILE; default: the user config dir."),
               log_level: Optional[str] = typer.Option(None, "--log-level", help="What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL."),
+              max_calls: Optional[str] = typer.Option(None, "--max-calls", help="Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS."),
+              max_tasks: Optional[str] = typer.Option(None, "--max-tasks", help="Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS."),
               watch: bool = typer.Option(True, "--watch/--no-watch", help="Reload the tools file when it changes.")) -> None:
         """Run the MCP server on stdio: MCP messages on stdout, logs on stderr."""
-        raise SystemExit(serve_command(file, state_dir, secret_file, log_level, watch))
+        raise SystemExit(serve_command(file, state_dir, secret_file, log_level, watch, max_calls, max_tasks))
 
     @app.command()
     def init(file: Path = typer.Argument(Path("tools.toml"), help="Where to write the starter tools file."),
@@ -403,7 +405,8 @@ def build_app() -> Any:
 
 
 SERVE_OPTIONS = {"--state-dir": "MCPWRAP_STATE_DIR", "--secret-file": "MCPWRAP_SECRET_FILE",
-                 "--log-level": "MCPWRAP_LOG_LEVEL"}
+                 "--log-level": "MCPWRAP_LOG_LEVEL", "--max-calls": "MCPWRAP_MAX_CALLS",
+                 "--max-tasks": "MCPWRAP_MAX_TASKS"}
 
 
 def _default_secret_file() -> Path:
@@ -425,19 +428,27 @@ def option_value(given: str | None, name: str, default: Callable[[], Any]) -> An
     return os.environ.get(SERVE_OPTIONS[name]) or default()
 
 
+def _positive(given: str | None, name: str, default: int) -> int:
+    text = option_value(given, name, lambda: str(default))
+    if not text.isdigit() or int(text) < 1:
+        _fail(f"{name} must be a whole number of at least 1 (got {text!r})", EXIT_USAGE)
+    return int(text)
+
+
 def serve_command(file: Path, state_dir: str | None, secret_file: str | None, log_level: str | None,
-                  watch: bool) -> int:
+                  watch: bool, max_calls: str | None = None, max_tasks: str | None = None) -> int:
     from mcpwrap import server, signing
 
     level = option_value(log_level, "--log-level", lambda: "info")
     if level not in server.LEVELS:
         _fail(f"--log-level must be one of {', '.join(server.LEVELS)} (got {level!r})", EXIT_USAGE)
     state = Path(option_value(state_dir, "--state-dir", default_state_dir))
+    calls = _positive(max_calls, "--max-calls", server.Options.max_calls)
+    running_tasks = _positive(max_tasks, "--max-tasks", server.Options.max_tasks)
     config = _load(file, state / "validated")
     options = server.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", _default_secret_file)),
-        state_dir=state,
-        watch=watch, log_level=level)
+        state_dir=state, watch=watch, log_level=level, max_calls=calls, max_tasks=running_tasks)
     try:
         return server.run(config, options)
     except signing.SecretFileError as exc:
@@ -445,7 +456,8 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
 
 
 def _fast_serve(argv: list[str]) -> int | None:
-    """`serve FILE [--state-dir D] [--secret-file F] [--log-level L] [--no-watch]` without typer.
+    """`serve FILE [--state-dir D] [--secret-file F] [--log-level L] [--max-calls N] [--max-tasks N] [--no-watch]`
+    without typer.
 
     Returns None when the command line needs typer (help, completion, an unknown flag).
     """
@@ -468,7 +480,7 @@ def _fast_serve(argv: list[str]) -> int | None:
     if len(files) != 1:
         return None
     return serve_command(Path(files[0]), values["--state-dir"], values["--secret-file"],
-                         values["--log-level"], watch)
+                         values["--log-level"], watch, values["--max-calls"], values["--max-tasks"])
 
 
 def main() -> None:
@@ -477,7 +489,12 @@ def main() -> None:
         code = _fast_serve(argv[1:])
         if code is not None:
             raise SystemExit(code)
-    build_app()(prog_name="mcpwrap")
+    from mcpwrap.durable import UnsafePathError
+
+    try:
+        build_app()(prog_name="mcpwrap")
+    except UnsafePathError as exc:        # the task store (or a file in it) is not private to us
+        _fail(str(exc), EXIT_CONFIG)
 
 
 if __name__ == "__main__":

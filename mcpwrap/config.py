@@ -9,8 +9,11 @@ imported only when a schema fragment has to be checked.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -290,10 +293,22 @@ def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None) ->
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except OSError as exc:
         raise ConfigError([Problem(path, 1, 1, f"cannot read tools file: {exc.strerror}")]) from None
     return loads(raw, path, schemas_known_good)
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of a regular file; anything else (a FIFO, a device) is refused before a read can block."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with open(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
 
 
 def digest_of(raw: bytes) -> str:

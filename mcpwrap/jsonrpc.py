@@ -16,6 +16,9 @@ import orjson
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = (
     -32700, -32600, -32601, -32602, -32603)
 MAX_LINE = 4 * 1024 * 1024         # bytes; a longer line is rejected, never buffered whole
+# orjson reads 1,024 levels but writes at most 254; every value we echo sits a few levels down
+# (a task record, a result's structuredContent), so anything deeper than this is refused on the way in.
+MAX_DEPTH = 100
 
 RequestId = str | int
 
@@ -87,6 +90,30 @@ def classify(obj: Any) -> Request | Notification | Response | Invalid:
     return Invalid(INVALID_REQUEST, "not a request, notification or response", usable_id)
 
 
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether containers nest more than `limit` levels (iterative: a deep value cannot exhaust the stack)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _checked(obj: Any, depth_offset: int = 0) -> Request | Notification | Response | Invalid:
+    """classify, refusing a message nested too deeply to be answered or echoed safely."""
+    message = classify(obj)
+    if not isinstance(message, Invalid) and too_deep(obj, MAX_DEPTH - depth_offset):
+        request_id = message.id if isinstance(message, (Request, Response)) else None
+        return Invalid(INVALID_PARAMS, f"invalid params: the message nests deeper than {MAX_DEPTH} levels",
+                       request_id)
+    return message
+
+
 def decode(line: bytes) -> Message:
     """One line of input -> one message; invalid JSON or UTF-8 is a parse error."""
     try:
@@ -96,8 +123,8 @@ def decode(line: bytes) -> Message:
     if isinstance(obj, list):
         if not obj:
             return Invalid(INVALID_REQUEST, "an empty batch is not a request")
-        return Batch(tuple(classify(item) for item in obj))
-    return classify(obj)
+        return Batch(tuple(_checked(item, 1) for item in obj))
+    return _checked(obj)
 
 
 def decode_line(line: bytes | None) -> Message:

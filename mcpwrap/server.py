@@ -3,21 +3,30 @@
 Lines come from stdin through `LineReader`; `Core` decides; this module
 carries the actions out: one writer task owns stdout, each tool call runs in
 its own cancel scope under one nursery, timers and the tools-file watcher are
-tasks of the same nursery. EOF or SIGTERM/SIGINT cancels the calls (the
-runner kills their process groups), ends listen streams, flushes the writer
-and returns.
+tasks of the same nursery. EOF, a closed stdout or SIGTERM/SIGINT cancels the
+calls (the runner kills their process groups), ends listen streams, flushes
+the writer for a bounded time and returns.
+
+Nothing a peer does can grow memory or stall the loop: stdout is a bounded
+`Outbox` (the reader waits for room before it takes the next request, and
+progress/log notifications are dropped while it is full), mcpwrap's own log
+lines go through a bounded queue to a thread, calls past `max_calls` wait in
+a bounded queue and are refused past it, the tools file is re-read in a
+worker thread and only when it is a regular file.
 """
 
 from __future__ import annotations
 
-import math
 import os
+import queue
+import resource
 import signal
 import stat
-import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,23 +35,80 @@ import trio
 
 from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, runner, signing
-from mcpwrap.protocol.core import (Action, CancelCall, Context, Core, Send, StartCall, StartTimer,
-                                   Stderr, TaskOp)
+from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Context, Core, Send, StartCall,
+                                   StartTimer, Stderr, TaskOp)
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
 
 WATCH_INTERVAL_S = 0.5
 READ_CHUNK = 65536
+OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop
+FLUSH_S = 2.0                     # at exit, how long a client that does not read stdout is waited for
+LOG_LINES = 10_000                # mcpwrap's own stderr lines held for a slow reader, then dropped
+QUEUED_PER_SLOT = 16              # calls that may wait for a slot, per slot of --max-calls
 
 
 LEVELS = ("debug", "info", "warning", "error")
 _threshold = LEVELS.index("info")
 
 
+class _StderrLog:
+    """mcpwrap's own log lines, written by one daemon thread.
+
+    A client may never read our stderr; a blocking write there would freeze the
+    server for good once the pipe is full. Lines queue (bounded) for the thread;
+    past the bound they are dropped and counted, and the count is logged when
+    stderr drains.
+    """
+
+    def __init__(self, fd: int = 2) -> None:
+        self.fd = fd
+        self.lines: queue.Queue[bytes] = queue.Queue(LOG_LINES)
+        self.dropped = 0
+        self.thread: threading.Thread | None = None
+
+    def write(self, text: str) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="mcpwrap-stderr", daemon=True)
+            self.thread.start()
+        try:
+            self.lines.put_nowait((text + "\n").encode("utf-8", "replace"))
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            data = self.lines.get()
+            dropped, self.dropped = self.dropped, 0
+            if dropped:
+                data = f"mcpwrap: {dropped} log line(s) dropped: stderr was not being read\n".encode() + data
+            self._write_all(data)
+            self.lines.task_done()
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view):]
+            except BlockingIOError:
+                time.sleep(0.01)          # someone made the shared stderr non-blocking
+            except OSError:
+                return                    # stderr is gone: the lines have nowhere to go
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait (bounded) until the thread has written what is queued."""
+        deadline = time.monotonic() + timeout_s
+        while self.lines.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+
+_stderr = _StderrLog()
+
+
 def log(text: str, level: str = "info") -> None:
-    """mcpwrap's own messages: stderr only, at or above --log-level."""
+    """mcpwrap's own messages: stderr only, at or above --log-level, never blocking the caller."""
     if LEVELS.index(level) >= _threshold:
-        print(text, file=sys.stderr, flush=True)
+        _stderr.write(text)
 
 
 def tracing() -> bool:
@@ -56,6 +122,8 @@ class Options:
     state_dir: Path
     watch: bool = True
     log_level: str = "info"               # debug also traces every message and tool stderr line
+    max_calls: int = 64                   # calls running at once; more wait, up to QUEUED_PER_SLOT each
+    max_tasks: int = 16                   # durable tasks running at once (tasks.py counts them)
 
 
 class SecretSource:
@@ -89,12 +157,78 @@ class _Output:
             await self.stream.send_all(data)
 
 
-async def _read_chunks(fd: int, on_chunk: Callable[[bytes], None]) -> None:
+class Outbox:
+    """stdout's backlog, bounded in bytes, with backpressure instead of growth.
+
+    Responses and our own requests always queue: their number is bounded by the
+    calls allowed to run. Progress and log notifications are dropped while the
+    backlog is full. The reader waits for `room` before it takes the next
+    request, so a client that stops reading stdout stops being served instead
+    of growing the server.
+    """
+
+    DROPPABLE = (b'"method":"notifications/progress"', b'"method":"notifications/message"')
+
+    def __init__(self, limit: int = OUTBOX_BYTES) -> None:
+        self.limit = limit
+        self.items: deque[bytes] = deque()
+        self.size = 0                      # queued or being written
+        self.closed = False
+        self.dropped = 0
+        self.next_warning = 0.0
+        self.lot = trio.lowlevel.ParkingLot()
+
+    @property
+    def full(self) -> bool:
+        return self.size >= self.limit
+
+    def put(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.full and data.startswith(self.DROPPABLE, len(b'{"jsonrpc":"2.0",')):
+            self.dropped += 1
+            return
+        self.items.append(data)
+        self.size += len(data)
+        self.lot.unpark_all()
+        if self.full and time.monotonic() >= self.next_warning:
+            self.next_warning = time.monotonic() + 60
+            log(f"mcpwrap: the client is not reading stdout; holding back ({self.size} bytes waiting)", "info")
+
+    async def room(self) -> None:
+        while self.full and not self.closed:
+            await self.lot.park()
+
+    async def drained(self) -> None:
+        while self.size:
+            await self.lot.park()
+
+    def close(self) -> None:
+        """No more messages: the writer ends once the backlog is written."""
+        self.closed = True
+        self.lot.unpark_all()
+
+    async def write_to(self, output: _Output) -> None:
+        """The one writer of stdout; returns when closed and empty, or when stdout breaks."""
+        while True:
+            while not self.items:
+                if self.closed:
+                    return
+                await self.lot.park()
+            data = self.items.popleft()
+            try:
+                await output.write(data)
+            finally:
+                self.size -= len(data)
+                self.lot.unpark_all()
+
+
+async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) -> None:
     dup = os.dup(fd)
     if stat.S_ISREG(os.fstat(dup).st_mode):
         with open(dup, "rb", buffering=0) as f:
             while chunk := f.read(READ_CHUNK):
-                on_chunk(chunk)
+                await on_chunk(chunk)
                 await trio.sleep(0)
         return
     stream = trio.lowlevel.FdStream(dup)
@@ -106,7 +240,7 @@ async def _read_chunks(fd: int, on_chunk: Callable[[bytes], None]) -> None:
                 return
             if not chunk:
                 return
-            on_chunk(chunk)
+            await on_chunk(chunk)
 
 
 @dataclass
@@ -114,29 +248,60 @@ class Driver:
     core: Core
     options: Options
     nursery: trio.Nursery
-    outgoing: trio.MemorySendChannel[bytes]
+    outbox: Outbox
     scopes: dict[Any, trio.CancelScope] = field(default_factory=dict)
+    timers: dict[str, trio.CancelScope] = field(default_factory=dict)
     limiters: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
+    admitted: int = 0                     # calls running or waiting for a slot
+
+    def __post_init__(self) -> None:
+        self.slots = trio.CapacityLimiter(self.options.max_calls)
 
     def perform(self, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Send):
-                data = jsonrpc.encode(action.message)
-                if tracing():
-                    log("mcpwrap -> " + data.decode().rstrip(), "debug")
-                self.outgoing.send_nowait(data)
+                self._send(action.message)
             elif isinstance(action, StartCall):
-                self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments)
+                self._start_call(action)
             elif isinstance(action, CancelCall):
                 scope = self.scopes.get(action.id)
                 if scope is not None:
                     scope.cancel()
             elif isinstance(action, StartTimer):
-                self.nursery.start_soon(self._timer, action.key, action.seconds)
+                scope = self.timers[action.key] = trio.CancelScope()   # registered now: an answer may come first
+                self.nursery.start_soon(self._timer, action.key, action.seconds, scope)
+            elif isinstance(action, CancelTimer):
+                timer = self.timers.pop(action.key, None)
+                if timer is not None:
+                    timer.cancel()
             elif isinstance(action, Stderr):
                 log(action.text, action.level)
             elif isinstance(action, TaskOp):
                 self.nursery.start_soon(self._task_op, action)
+
+    def _send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        try:
+            data = jsonrpc.encode(message)
+        except TypeError:               # orjson.JSONEncodeError: too deep, a bad key, a huge int
+            if isinstance(message, list):
+                data = jsonrpc.encode([_encodable(item) for item in message])
+            elif (replacement := _encodable(message)) is message:
+                return                    # a notification that cannot be written is not written
+            else:
+                data = jsonrpc.encode(replacement)
+        if tracing():
+            log("mcpwrap -> " + data.decode().rstrip(), "debug")
+        self.outbox.put(data)
+
+    def _start_call(self, action: StartCall) -> None:
+        """Run now, or wait for one of max_calls slots; past the waiting room, refuse clearly."""
+        if self.admitted >= self.options.max_calls * (1 + QUEUED_PER_SLOT):
+            self.perform(self.core.call_done(action.ctx, error_result(
+                f"mcpwrap is at its limit: {self.options.max_calls} calls are running and "
+                f"{self.admitted - self.options.max_calls} are waiting (--max-calls); nothing ran, try again later")))
+            return
+        self.admitted += 1                # counted now: the next request may arrive before this task runs
+        self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments)
 
     def _limiter(self, tool: config_module.Tool) -> trio.CapacityLimiter | None:
         if tool.concurrency is None:
@@ -150,14 +315,17 @@ class Driver:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                limiter = self._limiter(tool)
-                if limiter is not None:
-                    async with limiter:
+                async with self.slots:
+                    limiter = self._limiter(tool)
+                    if limiter is not None:
+                        async with limiter:
+                            result = await self._execute(ctx, tool, arguments)
+                    else:
                         result = await self._execute(ctx, tool, arguments)
-                else:
-                    result = await self._execute(ctx, tool, arguments)
+                    await self.outbox.room()   # hold the slot until stdout can take the answer
             finally:
                 self.scopes.pop(ctx.id, None)
+                self.admitted -= 1
         if not scope.cancelled_caught:
             self.perform(self.core.call_done(ctx, result))
 
@@ -178,9 +346,14 @@ class Driver:
             log(f"mcpwrap [{tool.name}] {line}", "debug")
         self.perform(self.core.log(ctx, "info", tool.name, line))
 
-    async def _timer(self, key: str, seconds: float) -> None:
-        await trio.sleep(seconds)
-        self.perform(self.core.timer(key))
+    async def _timer(self, key: str, seconds: float, scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                await trio.sleep(seconds)
+            finally:
+                self.timers.pop(key, None)
+        if not scope.cancelled_caught:
+            self.perform(self.core.timer(key))
 
     async def _task_op(self, op: TaskOp) -> None:
         from mcpwrap import tasks
@@ -188,24 +361,22 @@ class Driver:
         if op.op == "watch":
             await self._watch_task(op)
             return
-        def failed(error: ProtocolError) -> list[Action]:
-            # a blocking tasks/result is in flight (a cancel may have ended it); other ops are not
-            return self.core.call_failed(op.ctx, error) if op.op == "result" else [self.core.error(op.ctx, error)]
-
         actions: list[Action] = []
         with trio.CancelScope() as scope:
             if op.op == "result":
                 self.scopes[op.ctx.id] = scope      # notifications/cancelled for it ends the wait
             try:
-                actions = await tasks.perform(op, self.core, self.options.state_dir)
+                actions = await tasks.perform(op, self.core, self.options.state_dir, self.options.secret_file,
+                                              self.options.max_tasks)
             except ProtocolError as error:
-                actions = failed(error)
+                actions = self.core.call_failed(op.ctx, error)
             except Exception as exc:
                 log("mcpwrap: task store error:\n" + traceback.format_exc(), "error")
-                actions = failed(ProtocolError(-32603, f"task store error: {exc}"))
+                actions = self.core.call_failed(op.ctx, ProtocolError(-32603, f"task store error: {exc}"))
             finally:
                 if op.op == "result":
                     self.scopes.pop(op.ctx.id, None)
+            await self.outbox.room()
         if not scope.cancelled_caught:
             self.perform(actions)
 
@@ -220,17 +391,18 @@ class Driver:
             log("mcpwrap: cannot follow task status:\n" + traceback.format_exc(), "error")
 
     async def watch(self, path: Path) -> None:
-        def signature() -> tuple[int, int, int] | None:
+        """Reload the tools file when it changes; the reading and checking happen off the event loop."""
+        def signature() -> tuple[int, int, int, int] | None:
             try:
                 st = os.stat(path)
             except OSError:
                 return None
-            return (st.st_mtime_ns, st.st_size, st.st_ino)
+            return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
 
-        last = signature()
+        last = await trio.to_thread.run_sync(signature, abandon_on_cancel=True)
         while True:
             await trio.sleep(WATCH_INTERVAL_S)
-            current = signature()
+            current = await trio.to_thread.run_sync(signature, abandon_on_cancel=True)
             if current == last:
                 continue
             last = current
@@ -238,7 +410,7 @@ class Driver:
                 log(f"mcpwrap: {path} is gone; keeping the last good tools until it comes back", "warning")
                 continue
             try:
-                new = config_module.load(path)
+                new = await trio.to_thread.run_sync(config_module.load, path, abandon_on_cancel=True)
             except config_module.ConfigError as exc:
                 log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}", "warning")
                 continue
@@ -246,42 +418,74 @@ class Driver:
                 self.perform(self.core.reload(new))
 
 
-async def _writer(incoming: trio.MemoryReceiveChannel[bytes], output: _Output) -> None:
-    async with incoming:
-        async for data in incoming:
-            try:
-                await output.write(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                return                                    # the reader of stdout is gone
+def _encodable(message: dict[str, Any]) -> dict[str, Any]:
+    """The message, or for an answer that cannot be encoded, an internal error for its id."""
+    try:
+        jsonrpc.encode(message)
+        return message
+    except TypeError as exc:
+        log(f"mcpwrap: cannot encode an outgoing message ({exc}); answering with an error instead", "error")
+        if "method" in message or "id" not in message:
+            return message
+        return {"jsonrpc": "2.0", "id": message["id"], "error": {
+            "code": jsonrpc.INTERNAL_ERROR, "message": f"internal error: the answer could not be encoded ({exc})"}}
+
+
+def _raise_fd_limit() -> None:
+    """Every call holds pipes: take the hard RLIMIT_NOFILE as servers commonly do, not the soft 1,024."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+    except (ValueError, OSError):
+        pass
 
 
 async def serve(config: config_module.Config, options: Options) -> int:
     secret = SecretSource(options.secret_file)
     if _needs_secret(config):
         secret()                          # refuse to start on a bad secret file, before any request
-    core = Core(config, secret, time.time)
+    core = Core(config, secret, time.time, signing.NonceLedger(options.state_dir).consume)
     output = _Output(1)
-    send, receive = trio.open_memory_channel[bytes](math.inf)
+    outbox = Outbox()
+    serving = trio.CancelScope()
+
+    async def write_out() -> None:
+        try:
+            await outbox.write_to(output)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            log("mcpwrap: stdout was closed by the client; shutting down", "info")
+            outbox.close()
+            serving.cancel()              # nobody can hear us: stop serving, as on EOF
+
     async with trio.open_nursery() as outer:
-        outer.start_soon(_writer, receive, output)
-        async with trio.open_nursery() as nursery:
-            driver = Driver(core, options, nursery, send)
-            if options.watch:
-                nursery.start_soon(driver.watch, config.path)
-            nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
-            reader = jsonrpc.LineReader()
+        outer.start_soon(write_out)
+        with serving:
+            async with trio.open_nursery() as nursery:
+                driver = Driver(core, options, nursery, outbox)
+                if options.watch:
+                    nursery.start_soon(driver.watch, config.path)
+                nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
+                reader = jsonrpc.LineReader()
 
-            def deliver(lines: list[bytes | None]) -> None:
-                for line in lines:
-                    if tracing():
-                        log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
-                    driver.perform(core.receive(jsonrpc.decode_line(line)))
+                async def deliver(lines: list[bytes | None]) -> None:
+                    for line in lines:
+                        await outbox.room()       # a client that does not read stdout is not served more
+                        if tracing():
+                            log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
+                        driver.perform(core.receive(jsonrpc.decode_line(line)))
 
-            await _read_chunks(0, lambda chunk: deliver(reader.feed(chunk)))
-            deliver(reader.finish())
-            nursery.cancel_scope.cancel()             # EOF: cancel calls, timers, the watcher
+                async def on_chunk(chunk: bytes) -> None:
+                    await deliver(reader.feed(chunk))
+
+                await _read_chunks(0, on_chunk)
+                await deliver(reader.finish())
+                nursery.cancel_scope.cancel()             # EOF: cancel calls, timers, the watcher
         driver.perform(core.shutdown())
-        send.close()
+        outbox.close()
+        with trio.move_on_after(FLUSH_S):
+            await outbox.drained()
+        outer.cancel_scope.cancel()               # a client that stopped reading stdout is not waited for
     return 0
 
 
@@ -295,4 +499,8 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
 def run(config: config_module.Config, options: Options) -> int:
     global _threshold
     _threshold = LEVELS.index(options.log_level)
-    return trio.run(serve, config, options)
+    _raise_fd_limit()
+    try:
+        return trio.run(serve, config, options)
+    finally:
+        _stderr.flush(FLUSH_S)

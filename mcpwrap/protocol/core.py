@@ -486,11 +486,6 @@ class Core:
         message["error"] = error.to_json()
         return message
 
-    def error(self, ctx: Context, error: ProtocolError) -> Send:
-        """Unrouted, for the driver's older call sites: `call_failed` is the one to use."""
-        self.inflight.pop(ctx.id, None)
-        return Send(self._error_message(ctx.id, error, ctx.rev))
-
     # --- tasks (store I/O happens in the driver) ----------------------------------------
     def _task_request(self, ctx: Context) -> list[Action]:
         task_id = ctx.params.get("taskId")

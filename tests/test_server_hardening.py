@@ -1,0 +1,327 @@
+"""Attacks on the driver: nesting bombs, a client that stops reading, stderr nobody reads,
+a FIFO in place of the tools file, more calls than slots, a stdout closed under us.
+
+Each test is written against a promise of the README ("the server never dies on bad input",
+"memory is bounded whatever the client does", "nothing on disk can stall the loop"); none
+depends on how fast anything runs: waits are for events, timeouts only guard against hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from mcpwrap import jsonrpc
+from mcpwrap.server import Outbox
+from tests.harness import HANG_S, MODERN, Server, mcpwrap_cmd, modern_meta, until
+from tests.procs import with_env
+
+DEEP = 300                                   # orjson reads this, but cannot write it back
+
+TOOLS = """
+[tools.echo]
+command = ["echo", "{msg}"]
+args.msg = { type = "string" }
+
+[tools.loose]
+description = "takes any JSON value"
+command = ["echo", "ok"]
+args.value = { description = "anything" }
+
+[tools.deep_json]
+command = ["python3", "-c", "print('[' * 300 + ']' * 300)"]
+output = "json"
+
+[tools.deep_mcp]
+command = ["python3", "-c", "print('{\\"content\\": [], \\"structuredContent\\": {\\"a\\": ' + '[' * 300 + ']' * 300 + '}}')"]
+output = "mcp"
+
+[tools.chatty]
+description = "writes many stderr lines"
+command = ["python3", "-c", "import sys\\nfor i in range(int(sys.argv[1])): print('line', i, 'x' * 100, file=sys.stderr)\\nprint('done')", "{n}"]
+args.n = { type = "integer" }
+
+[tools.big]
+command = ["sh", "-c", "echo run >> \\"$MARKS\\"; head -c 524288 /dev/zero | tr '\\\\0' x"]
+max_output = "1MiB"
+
+[tools.hold]
+description = "waits until a go-file exists"
+command = ["sh", "-c", "while [ ! -e \\"$GO\\" ]; do sleep 0.05; done; echo released"]
+"""
+
+
+def deep_value() -> str:
+    return "[" * DEEP + "]" * DEEP
+
+
+@pytest.fixture
+def tools(tmp_path: Path) -> Path:
+    path = tmp_path / "tools.toml"
+    path.write_text(TOOLS)
+    return path
+
+
+def alive_check(server: Server) -> None:
+    """The server still answers, and correctly."""
+    assert server.call("ping")["result"] == {}
+    answer = server.call("tools/call", {"name": "echo", "arguments": {"msg": "still here"}})
+    assert answer["result"]["content"][0]["text"] == "still here\n"
+
+
+# --- class 1: nesting bombs, in and out ---------------------------------------------------
+def test_depth_guard_is_iterative_and_exact() -> None:
+    nested: Any = 1
+    for _ in range(5000):                     # far past the recursion limit: must not blow the stack
+        nested = [nested]
+    assert jsonrpc.too_deep(nested, 100)
+    assert not jsonrpc.too_deep([[1]], 2) and jsonrpc.too_deep([[[1]]], 2)
+    assert jsonrpc.too_deep({"a": {"b": {}}}, 2) and not jsonrpc.too_deep({"a": {"b": 1}}, 2)
+
+
+@pytest.mark.parametrize("where", ["arguments", "meta", "notification", "batch-item"])
+def test_deep_input_is_refused_and_the_server_lives(tools: Path, tmp_path: Path, where: str) -> None:
+    server = Server(tools, tmp_path)
+    try:
+        server.initialize("2025-03-26" if where == "batch-item" else "2025-11-25")
+        if where == "arguments":
+            server.raw(b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"loose","arguments":'
+                       b'{"value":' + deep_value().encode() + b"}}}\n")
+            answer = server.response(7)
+            assert answer["error"]["code"] == -32602
+        elif where == "meta":                 # a 2026-07-28 retry: arguments are hashed before they are checked
+            meta = json.dumps(modern_meta({"elicitation": {}}))
+            server.pending[8] = ("tools/call", MODERN)
+            server.raw(b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","_meta":'
+                       + meta.encode() + b',"arguments":{"msg":"x"},"requestState":"v1.a.b","inputResponses":{"q":'
+                       + deep_value().encode() + b"}}}\n")
+            answer = server.response(8)
+            assert answer["error"]["code"] == -32602
+        elif where == "notification":
+            server.raw(b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":'
+                       + deep_value().encode() + b"}}\n")
+        else:
+            server.raw(b'[{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"loose","arguments":'
+                       b'{"value":' + deep_value().encode() + b'}}},{"jsonrpc":"2.0","id":10,"method":"ping"}]\n')
+            batch = server.read()
+            assert isinstance(batch, list)
+            answers = {item["id"]: item for item in batch}
+            assert answers[9]["error"]["code"] == -32602 and answers[10]["result"] == {}
+        alive_check(server)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("tool", ["deep_json", "deep_mcp"])
+def test_deep_tool_output_fails_that_call_only(tools: Path, tmp_path: Path, tool: str) -> None:
+    server = Server(tools, tmp_path)
+    try:
+        server.initialize()
+        answer = server.call("tools/call", {"name": tool, "arguments": {}})
+        failed = answer.get("result", {}).get("isError") is True or "error" in answer
+        assert failed, answer
+        alive_check(server)
+    finally:
+        server.close()
+
+
+# --- class 6: a client that stops reading stdout ------------------------------------------
+def test_outbox_backpressure_and_droppable_notifications() -> None:
+    async def scenario() -> None:
+        outbox = Outbox(limit=100)
+        response = jsonrpc.encode(jsonrpc.response(1, {"text": "x" * 200}))
+        progress = jsonrpc.encode(jsonrpc.notification("notifications/progress", {"progressToken": 1, "progress": 1}))
+        outbox.put(response)
+        assert outbox.full
+        outbox.put(progress)                      # dropped while full: it is only news
+        assert outbox.dropped == 1 and len(outbox.items) == 1
+        outbox.put(response)                      # answers are never dropped
+        assert len(outbox.items) == 2
+        with trio.move_on_after(HANG_S) as guard:
+            with trio.move_on_after(0.05) as waiting:
+                await outbox.room()               # full: the reader must wait
+            assert waiting.cancelled_caught
+        assert not guard.cancelled_caught
+
+        written: list[bytes] = []
+
+        class Sink:
+            async def write(self, data: bytes) -> None:
+                written.append(data)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(outbox.write_to, Sink())
+            with trio.fail_after(HANG_S):
+                await outbox.room()
+                await outbox.drained()
+            outbox.close()
+        assert written == [response, response] and outbox.size == 0
+
+    trio.run(scenario)
+
+
+def _status(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])          # kB
+    raise AssertionError(field)
+
+
+def test_client_that_stops_reading_stdout_does_not_grow_the_server(tools: Path, tmp_path: Path) -> None:
+    """130 calls of 512 KiB each while nobody reads stdout: the server holds back instead of
+    queueing 70 MB of answers; once the client reads again, every answer arrives.
+    (What it may hold is bounded by --max-calls x max_output plus the outbox's 4 MiB.)"""
+    marks = tmp_path / "marks"
+    marks.touch()
+    calls = 130
+    proc = subprocess.Popen(
+        mcpwrap_cmd("serve", str(tools), "--secret-file", str(tmp_path / "secret"), "--state-dir",
+                    str(tmp_path / "state"), "--max-calls", "8", "--no-watch"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "MARKS": str(marks)}, start_new_session=True)
+    assert proc.stdin and proc.stdout and proc.stderr
+    stderr: list[bytes] = []
+    threading.Thread(target=lambda: stderr.extend(iter(proc.stderr.readline, b"")), daemon=True).start()
+    try:
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+                         b'"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+                         b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        proc.stdin.flush()
+        assert b'"id":0' in proc.stdout.readline()
+        writer = threading.Thread(target=lambda: [
+            (proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                          "params": {"name": "big", "arguments": {}}}).encode() + b"\n"),
+             proc.stdin.flush()) for n in range(1, calls + 1)], daemon=True)
+        writer.start()
+        # Either the server says it is holding back, or (unbounded) it ran every call and queued every answer.
+        until(lambda: any(b"holding back" in line for line in stderr)
+              or len(marks.read_text().splitlines()) >= calls, "the server to hold back or finish", 300)
+        answered: set[int] = set()
+        reader = threading.Thread(target=lambda: answered.update(
+            json.loads(line)["id"] for line in iter(proc.stdout.readline, b"") if b'"result"' in line), daemon=True)
+        reader.start()
+        until(lambda: len(answered) >= calls, "every answer", 300)
+        assert answered == set(range(1, calls + 1))
+        peak = _status(proc.pid, "VmHWM")
+        assert peak < 80 * 1024, f"VmHWM {peak} kB"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_calls_past_the_waiting_room_are_refused_clearly(tools: Path, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    server = Server(tools, tmp_path, "--max-calls", "1", env={"GO": str(go)})
+    try:
+        server.initialize()
+        held = [server.request("tools/call", {"name": "hold", "arguments": {}}) for _ in range(1 + 16)]
+        refused = server.call("tools/call", {"name": "hold", "arguments": {}})
+        assert refused["result"]["isError"] is True
+        assert "--max-calls" in refused["result"]["content"][0]["text"]
+        go.touch()
+        for request_id in held:
+            assert server.response(request_id)["result"]["content"][0]["text"] == "released\n"
+    finally:
+        server.close()
+
+
+# --- class 5: nothing a peer fails to read, nothing on disk stalls the loop ----------------
+def test_stderr_nobody_reads_does_not_freeze_the_server(tools: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        mcpwrap_cmd("serve", str(tools), "--secret-file", str(tmp_path / "secret"), "--state-dir",
+                    str(tmp_path / "state"), "--log-level", "debug", "--no-watch"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stdin and proc.stdout
+    lines: list[bytes] = []
+
+    def ask(message: dict[str, Any]) -> dict[str, Any]:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+        while True:
+            ready = select.select([proc.stdout], [], [], HANG_S)[0]
+            assert ready, "the server froze: stderr is full and nobody reads it"
+            line = proc.stdout.readline()
+            assert line, "server exited"
+            lines.append(line)
+            answer = json.loads(line)
+            if answer.get("id") == message["id"]:
+                return answer
+
+    try:
+        ask({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        # Far more than a pipe holds: every line is traced at debug level, twice.
+        answer = ask({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "chatty", "arguments": {"n": 20000}}})
+        assert answer["result"]["content"][0]["text"] == "done\n"
+        for n in range(2, 50):
+            assert ask({"jsonrpc": "2.0", "id": n, "method": "ping"})["result"] == {}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_fifo_in_place_of_the_tools_file_does_not_stall_the_loop(tools: Path, tmp_path: Path) -> None:
+    server = Server(tools, tmp_path)
+    try:
+        server.initialize()
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        os.replace(fifo, tools)
+        until(lambda: any("changed but is invalid" in line for line in server.stderr), "the reload warning")
+        alive_check(server)
+    finally:
+        server.close()
+
+
+# --- class 7: exits that are clean ---------------------------------------------------------
+def test_stdout_closed_by_the_client_is_a_quiet_exit(tools: Path, tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        mcpwrap_cmd("serve", str(tools), "--secret-file", str(tmp_path / "secret"), "--state-dir",
+                    str(tmp_path / "state"), "--no-watch"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert proc.stdin and proc.stdout
+    proc.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"ping"}\n')
+    proc.stdin.flush()
+    assert b'"id":0' in proc.stdout.readline()
+    proc.stdout.close()
+    for n in range(1, 50):                      # answers now have nowhere to go
+        try:
+            proc.stdin.write(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n)
+            proc.stdin.flush()
+        except BrokenPipeError:
+            break
+    _, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 0, err
+    assert b"Traceback" not in err and b"ExceptionGroup" not in err, err
+
+
+def test_eof_with_term_ignoring_calls_exits_and_leaves_nothing(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[tools.stubborn]\ncommand = ["sh", "-c", "trap \\"\\" TERM; echo up; sleep 60 & wait"]\n'
+                     'kill_grace = "1s"\n')
+    server = Server(tools, tmp_path, env={"HARDENING_TAG": tag})
+    try:
+        server.initialize()
+        for _ in range(20):
+            server.request("tools/call", {"name": "stubborn", "arguments": {}})
+        until(lambda: len(with_env("HARDENING_TAG", tag)) >= 40, "20 shells and their sleeps")
+        assert server.proc.stdin
+        server.proc.stdin.close()
+        server.proc.wait(timeout=HANG_S)
+        assert server.proc.returncode == 0
+        until(lambda: not with_env("HARDENING_TAG", tag), "every tool process to be gone")
+        assert not any("Traceback" in line for line in server.stderr), server.stderr
+    finally:
+        server.close()
