@@ -286,9 +286,9 @@ def _server_cgroup() -> str | None:
     if os.environ.get(CONTAINMENT_ENV) == "tag" or (base := _own_cgroup2()) is None:
         return None
     # Named by pid namespace and pid, so a directory whose owner is gone can be told apart.
-    prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
-    path = os.path.join(base, f"{prefix}{os.getpid()}")
     try:
+        prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
+        path = os.path.join(base, f"{prefix}{os.getpid()}")
         os.makedirs(path, exist_ok=True)
     except OSError:
         return None
