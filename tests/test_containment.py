@@ -119,13 +119,19 @@ def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close
 
 
 def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tag sweep's documented limit, which the cgroup does not have."""
+    """The tag sweep's documented limit, which the cgroup does not have.
+
+    The leader forks only once it is in its call's cgroup: a fork before the move (a window of
+    a scheduling delay) leaves only the tag sweep as a backstop, which this daemon would escape.
+    """
     monkeypatch.delenv(runner.CONTAINMENT_ENV, raising=False)
     runner._server_cgroup.cache_clear()
     if not runner.containment().startswith("cgroup v2"):
         pytest.skip("no writable cgroup v2 tree with cgroup.kill here")
     seconds = f"1025.{int(mark[:8], 16)}"            # the marker is in argv: the environment is gone
     code = DAEMON.replace("CLOSE", f"os.execve({shutil.which('sleep')!r}, ['sleep', {seconds!r}], dict())")
+    code = code.replace("r, w = os.pipe()", "while 'mcpwrap-' not in open('/proc/self/cgroup').read():\n"
+                                            "    time.sleep(0.001)\nr, w = os.pipe()")
     spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\n")
     try:
         result, _ = timed_run(spec)
