@@ -115,7 +115,10 @@ class Server:
 
     # --- reading ------------------------------------------------------------------------
     def read(self, timeout: float = HANG_S) -> dict[str, Any] | list[Any]:
-        line = self.lines.get(timeout=timeout)
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no message within {timeout}s; stderr:\n" + "".join(self.stderr)) from None
         assert line is not None, "server closed stdout; stderr:\n" + "".join(self.stderr)
         message = json.loads(line)
         self._validate(message)
