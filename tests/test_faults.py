@@ -46,7 +46,8 @@ def test_orphan_census_200_calls(tmp_path: Path) -> None:
         until(lambda: census(marker), "the calls to be running before the servers go")
         for s in servers:
             assert s.close() == 0
-        until(lambda: not census(marker), "every process of every call to be gone")
+        until(lambda: not census(marker), lambda: "every call's processes to go; alive: "
+              + repr([procs.Proc(pid, 0, 0).read("cmdline") for pid in census(marker)]))
     finally:
         for s in servers:
             s.close()
