@@ -14,9 +14,10 @@ the process group (setsid, double fork) are still found. Where a writable
 cgroup v2 tree with `cgroup.kill` exists, each call's leader is moved right
 after spawn into a cgroup of its own under one directory for this process,
 and ended with `cgroup.kill`. Every child also inherits a per-call
-`MCPWRAP_CALL` tag: a sweep of /proc/*/environ SIGKILLs what carries it when
-there is no cgroup, or when something was forked before the cgroup move.
-`MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
+`MCPWRAP_CALL` tag: what the leader forked before its move is found by it
+(among the pids allocated since) and moved in too; a sweep of /proc/*/environ
+SIGKILLs what carries it when there is no cgroup, or when that chase could not
+be sure. `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
@@ -385,8 +386,32 @@ class _Call:
             os.rmdir(path)
             return
         self.cgroup = path
-        # A pid allocated after the leader's may be one it forked before the move: sweep then.
-        self.sweep = _last_pid() != self.process.pid
+        self.sweep = not self._adopt_early_forks(os.path.join(path, "cgroup.procs"))
+
+    def _adopt_early_forks(self, procs: str) -> bool:
+        """Move in what the leader forked before its own move; False when that is not certain.
+
+        Pids are handed out in order, so such forks hold pids after the leader's, up to
+        ns_last_pid; a round repeats over pids allocated meanwhile until none were.
+        """
+        needle = f"{CALL_ENV}={self.tag}".encode()
+        low = self.process.pid
+        for _ in range(4):
+            high = _last_pid()
+            if high == low:
+                return True
+            if not low < high <= low + 256:             # wrapped around, or too busy to chase
+                return False
+            for pid in range(low + 1, high + 1):
+                if needle in _read(f"/proc/{pid}/environ").split(b"\0"):
+                    try:
+                        _write(procs, str(pid))
+                    except ProcessLookupError:
+                        pass                            # gone; what it forked has a later pid
+                    except OSError:
+                        return False
+            low = high
+        return False
 
     async def exited(self) -> None:
         """Until the leader exits; unlike Process.wait it does not reap it."""

@@ -339,3 +339,28 @@ def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str,
         sleeper.kill()
         sleeper.wait()
         runner._remove_server_cgroup(stale)
+
+
+def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> None:
+    """The race between exec and the move, forced: the leader has forked before `contain` runs."""
+    if mode == "tag":
+        pytest.skip("cgroups only")
+    code = "import os, time\nchild = os.fork()\nif child == 0:\n    time.sleep(1028)\nprint(child, flush=True)\ntime.sleep(1028)\n"
+
+    async def main() -> None:
+        tag = uuid.uuid4().hex
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True,
+            env={**os.environ, "MARK": mark, runner.CALL_ENV: tag})
+        assert process.stdout is not None
+        with trio.fail_after(HANG_S):
+            child = int(await process.stdout.receive_some())       # the fork is done
+        call = runner._Call(process, tag)
+        call.contain()
+        assert call.cgroup is not None
+        assert f"/{tag}\n" in Path(f"/proc/{child}/cgroup").read_text()   # found and moved in
+        with trio.fail_after(HANG_S):
+            await call.end(0.5)
+        await process.stdout.aclose()
+    trio.run(main)
+    until(lambda: gone(mark), "the early fork to be killed")
