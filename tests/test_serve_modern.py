@@ -127,7 +127,8 @@ def test_modern_cancel(server: Server) -> None:
     rid = server.request("tools/call", {"_meta": modern_meta(), "name": "sleeper", "arguments": {}})
     groups = server.tool_groups()
     server.notify("notifications/cancelled", {"requestId": rid})
-    until(lambda: not any(procs.group_alive(g) for g in groups), "the cancelled tool's group to die")
+    until(lambda: not any(procs.group_alive(g) for g in groups),
+          lambda: "the cancelled tool's group to die; stderr:\n" + "".join(server.stderr))
     notes: list = []
     assert server.response(server.request("server/discover", {"_meta": modern_meta()}), notes=notes)["result"]
     assert not [n for n in notes if n.get("id") == rid]                 # a cancelled call is never answered
