@@ -9,12 +9,13 @@ stderr in a file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,19 @@ class Traced:
         self.tmp_path = tmp_path
         self.log_path = tmp_path / "server-stderr.log"
 
-    def client(self, mode: str, **kwargs: Any) -> Client:
-        self.errlog = open(self.log_path, "w")
-        transport = stdio_client(server_params(self.tmp_path, "--log-level", "debug"), errlog=self.errlog)
-        return Client(transport, mode=mode, read_timeout_seconds=HANG_S, **kwargs)
+    @contextlib.asynccontextmanager
+    async def client(self, mode: str, **kwargs: Any) -> AsyncIterator[Client]:
+        with open(self.log_path, "w") as self.errlog:
+            transport = stdio_client(server_params(self.tmp_path, "--log-level", "debug"), errlog=self.errlog)
+            async with Client(transport, mode=mode, read_timeout_seconds=HANG_S, **kwargs) as c:
+                yield c
+
+    def _flush(self) -> None:
+        if not self.errlog.closed:
+            self.errlog.flush()
 
     def _messages(self, prefix: str) -> list[dict[str, Any]]:
-        self.errlog.flush()
+        self._flush()
         found = []
         for line in self.log_path.read_text().splitlines():
             if line.startswith(prefix):
@@ -107,7 +114,7 @@ class Traced:
         return checked
 
     def stderr(self) -> str:
-        self.errlog.flush()
+        self._flush()
         return self.log_path.read_text()
 
 
