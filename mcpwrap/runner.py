@@ -21,8 +21,9 @@ be sure. `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
-a pattern that overruns is reported once and dropped for the call. JSON from
-`output = "json"`/`"mcp"` nested deeper than `MAX_DEPTH` is an error result.
+a pattern that really spent that long (thread CPU time, so a preempted match
+only loses its line) is reported once and dropped for the call. JSON from
+`output = "json"`/`"mcp"` nested deeper than `OUTPUT_DEPTH` is an error result.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import Any
 import orjson
 import trio
 
+from mcpwrap import jsonrpc
 from mcpwrap.config import Tool
 from mcpwrap.result import Media, MalformedOutput, Text, ToolResult, error_result, parse_mcp_output
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
@@ -57,8 +59,8 @@ READ_CHUNK = 256 * 1024
 FLUSH_S = 0.25              # after the call's processes are ended, the pipes get this long to drain
 POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
 PROGRESS_WINDOW = 1024      # characters of a line a progress pattern sees
-MATCH_LIMIT_S = 0.05        # one progress match may hold the loop this long
-MAX_DEPTH = 64              # nesting allowed in a command's JSON (orjson cannot write 255)
+MATCH_LIMIT_S = 0.002       # one progress match may hold the loop this long
+OUTPUT_DEPTH = 64           # nesting allowed in a command's JSON (it is written back a few levels down)
 CALL_ENV = "MCPWRAP_CALL"
 CONTAINMENT_ENV = "MCPWRAP_CONTAINMENT"
 
@@ -133,9 +135,12 @@ class _ProgressTracker:
     def line(self, text: str) -> None:
         if self.pattern is None or self.on_progress is None:
             return
+        cpu = time.thread_time()
         try:
             match = bounded_search(self.pattern, text[:PROGRESS_WINDOW], MATCH_LIMIT_S)
         except MatchTimeout:
+            if time.thread_time() - cpu < MATCH_LIMIT_S / 2:
+                return                    # the alarm measured a preempted thread, not the pattern: skip the line
             self.pattern = None
             self.on_warning(f"{self.tool_name}: the progress pattern ran over {MATCH_LIMIT_S * 1000:g} ms "
                             "on one line; progress is off for the rest of this call")
@@ -573,18 +578,6 @@ async def _feed_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
         pass                                            # the child closed stdin early: its choice
 
 
-def depth_exceeds(value: Any, limit: int) -> bool:
-    """True when lists/dicts nest deeper than limit; iterative, so no depth can exhaust the stack."""
-    stack = [(value, 1)] if isinstance(value, (list, dict)) else []
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
-                     if isinstance(child, (list, dict)))
-    return False
-
-
 def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, timed_out: bool,
                 stderr_tail: str, duration_s: float) -> ToolResult:
     """Turn what the child produced into a ToolResult according to tool.output."""
@@ -613,8 +606,8 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
         doc = orjson.loads(stdout)
     except orjson.JSONDecodeError as exc:
         return error_result(f"the command's output is not valid JSON: {exc}", **meta)
-    if depth_exceeds(doc, MAX_DEPTH):
-        return error_result(f"the command's JSON is nested deeper than {MAX_DEPTH} levels", **meta)
+    if jsonrpc.too_deep(doc, OUTPUT_DEPTH):
+        return error_result(f"the command's JSON is nested deeper than {OUTPUT_DEPTH} levels", **meta)
     if tool.output == "json":
         if tool.output_schema is not None:
             from jsonschema import Draft202012Validator

@@ -334,7 +334,8 @@ class Driver:
             return await runner.run(
                 tool, arguments,
                 on_stderr=lambda line: self._tool_stderr(ctx, tool, line),
-                on_progress=lambda p, t, m: self.perform(self.core.progress(ctx, p, t, m)))
+                on_progress=lambda p, t, m: self.perform(self.core.progress(ctx, p, t, m)),
+                on_warning=lambda text: log(f"mcpwrap: {text}", "warning"))
         except runner.ArgumentError as exc:
             return error_result(f"{exc}; nothing ran")
         except Exception as exc:  # a bug must cost one call, not the server
@@ -390,19 +391,14 @@ class Driver:
         except Exception:
             log("mcpwrap: cannot follow task status:\n" + traceback.format_exc(), "error")
 
-    async def watch(self, path: Path) -> None:
-        """Reload the tools file when it changes; the reading and checking happen off the event loop."""
-        def signature() -> tuple[int, int, int, int] | None:
-            try:
-                st = os.stat(path)
-            except OSError:
-                return None
-            return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
+    async def watch(self, path: Path, last: tuple[int, ...] | None) -> None:
+        """Reload the tools file when it changes; the reading and checking happen off the event loop.
 
-        last = await trio.to_thread.run_sync(signature, abandon_on_cancel=True)
+        `last` is the file's signature taken before the first request was read, so no change is missed.
+        """
         while True:
             await trio.sleep(WATCH_INTERVAL_S)
-            current = await trio.to_thread.run_sync(signature, abandon_on_cancel=True)
+            current = await trio.to_thread.run_sync(file_signature, path, abandon_on_cancel=True)
             if current == last:
                 continue
             last = current
@@ -416,6 +412,14 @@ class Driver:
                 continue
             if new.digest != self.core.config.digest:
                 self.perform(self.core.reload(new))
+
+
+def file_signature(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
 
 
 def _encodable(message: dict[str, Any]) -> dict[str, Any]:
@@ -446,6 +450,7 @@ async def serve(config: config_module.Config, options: Options) -> int:
     if _needs_secret(config):
         secret()                          # refuse to start on a bad secret file, before any request
     core = Core(config, secret, time.time, signing.NonceLedger(options.state_dir).consume)
+    log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path}; containment: {runner.containment()}")
     output = _Output(1)
     outbox = Outbox()
     serving = trio.CancelScope()
@@ -464,7 +469,7 @@ async def serve(config: config_module.Config, options: Options) -> int:
             async with trio.open_nursery() as nursery:
                 driver = Driver(core, options, nursery, outbox)
                 if options.watch:
-                    nursery.start_soon(driver.watch, config.path)
+                    nursery.start_soon(driver.watch, config.path, file_signature(config.path))
                 nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
                 reader = jsonrpc.LineReader()
 

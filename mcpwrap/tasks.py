@@ -395,17 +395,7 @@ def _summary(result: Mapping[str, Any]) -> str:
 
 def kill_leftovers(task_id: str) -> None:
     """SIGKILL every process that inherited this task's MCPWRAP_TASK_ID (its supervisor is gone)."""
-    marker = f"{TASK_ENV}={task_id}".encode()
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        with contextlib.suppress(OSError), open(f"/proc/{entry}/environ", "rb") as f:
-            if marker in f.read().split(b"\0"):
-                os.kill(int(entry), signal.SIGKILL)
+    runner.kill_tagged(TASK_ENV, [task_id])
 
 
 # --- creating a task: record first, then the supervisor ------------------------------------

@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 import trio
 
-from mcpwrap import config, runner
+from mcpwrap import config, jsonrpc, runner
 from tests import procs
 from tests.harness import until
 
@@ -288,7 +288,7 @@ def test_shipped_progress_patterns_are_linear(path: str) -> None:
 def test_deeply_nested_json_is_an_error_result(mark: str, output: str, doc: str) -> None:
     spec = tool(mark, f"command = ['printf', '%s', '{doc}']\noutput = '{output}'\n")
     result, _ = timed_run(spec)
-    assert result.is_error and f"nested deeper than {runner.MAX_DEPTH} levels" in result.text
+    assert result.is_error and f"nested deeper than {runner.OUTPUT_DEPTH} levels" in result.text
 
 
 def test_depth_bound() -> None:
@@ -297,10 +297,10 @@ def test_depth_bound() -> None:
         for n in range(depth):
             value = [value] if n % 2 else {"k": value}
         return value
-    assert not runner.depth_exceeds(nested(runner.MAX_DEPTH), runner.MAX_DEPTH)
-    assert runner.depth_exceeds(nested(runner.MAX_DEPTH + 1), runner.MAX_DEPTH)
-    assert runner.depth_exceeds(nested(100_000), runner.MAX_DEPTH)
-    assert not runner.depth_exceeds("x", 0)
+    assert not jsonrpc.too_deep(nested(runner.OUTPUT_DEPTH), runner.OUTPUT_DEPTH)
+    assert jsonrpc.too_deep(nested(runner.OUTPUT_DEPTH + 1), runner.OUTPUT_DEPTH)
+    assert jsonrpc.too_deep(nested(100_000), runner.OUTPUT_DEPTH)
+    assert not jsonrpc.too_deep("x", 0)
 
 
 def test_containment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
