@@ -37,6 +37,11 @@ description = "takes any JSON value"
 command = ["echo", "ok"]
 args.value = { description = "anything" }
 
+[tools.asks]
+command = ["echo", "ok"]
+confirm = "Really?"
+args.value = { description = "anything" }
+
 [tools.deep_json]
 command = ["python3", "-c", "print('[' * 300 + ']' * 300)"]
 output = "json"
@@ -88,7 +93,7 @@ def test_depth_guard_is_iterative_and_exact() -> None:
     assert jsonrpc.too_deep({"a": {"b": {}}}, 2) and not jsonrpc.too_deep({"a": {"b": 1}}, 2)
 
 
-@pytest.mark.parametrize("where", ["arguments", "meta", "notification", "batch-item"])
+@pytest.mark.parametrize("where", ["arguments", "retry", "notification", "batch-item"])
 def test_deep_input_is_refused_and_the_server_lives(tools: Path, tmp_path: Path, where: str) -> None:
     server = Server(tools, tmp_path)
     try:
@@ -98,12 +103,14 @@ def test_deep_input_is_refused_and_the_server_lives(tools: Path, tmp_path: Path,
                        b'{"value":' + deep_value().encode() + b"}}}\n")
             answer = server.response(7)
             assert answer["error"]["code"] == -32602
-        elif where == "meta":                 # a 2026-07-28 retry: arguments are hashed before they are checked
-            meta = json.dumps(modern_meta({"elicitation": {}}))
+        elif where == "retry":                # a 2026-07-28 retry: arguments are hashed before they are checked
+            meta = modern_meta({"elicitation": {}})
+            first = server.call("tools/call", {"name": "asks", "arguments": {"value": 1}, "_meta": meta})
+            state = first["result"]["requestState"]
             server.pending[8] = ("tools/call", MODERN)
-            server.raw(b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","_meta":'
-                       + meta.encode() + b',"arguments":{"msg":"x"},"requestState":"v1.a.b","inputResponses":{"q":'
-                       + deep_value().encode() + b"}}}\n")
+            server.raw(b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"asks","_meta":'
+                       + json.dumps(meta).encode() + b',"arguments":{"value":' + deep_value().encode()
+                       + b'},"requestState":' + json.dumps(state).encode() + b',"inputResponses":{}}}\n')
             answer = server.response(8)
             assert answer["error"]["code"] == -32602
         elif where == "notification":
@@ -295,13 +302,12 @@ def test_stdout_closed_by_the_client_is_a_quiet_exit(tools: Path, tmp_path: Path
     proc.stdin.flush()
     assert b'"id":0' in proc.stdout.readline()
     proc.stdout.close()
-    for n in range(1, 50):                      # answers now have nowhere to go
-        try:
-            proc.stdin.write(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n)
-            proc.stdin.flush()
-        except BrokenPipeError:
-            break
-    _, err = proc.communicate(timeout=HANG_S)
+    # The ping's answer meets the closed pipe; the call's answer comes later, from another task.
+    proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+                     b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"msg":"x"}}}\n')
+    proc.stdin.flush()
+    proc.wait(timeout=HANG_S)                   # stdin stays open: the closed stdout alone must end it
+    err = proc.stderr.read() if proc.stderr else b""
     assert proc.returncode == 0, err
     assert b"Traceback" not in err and b"ExceptionGroup" not in err, err
 
