@@ -46,6 +46,7 @@ OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits a
 FLUSH_S = 2.0                     # at exit, how long a client that does not read stdout is waited for
 LOG_LINES = 10_000                # mcpwrap's own stderr lines held for a slow reader, then dropped
 QUEUED_PER_SLOT = 16              # calls that may wait for a slot, per slot of --max-calls
+NEWS = ("notifications/progress", "notifications/message")   # dropped, not queued, while stdout is backed up
 
 
 LEVELS = ("debug", "info", "warning", "error")
@@ -167,8 +168,6 @@ class Outbox:
     of growing the server.
     """
 
-    DROPPABLE = (b'"method":"notifications/progress"', b'"method":"notifications/message"')
-
     def __init__(self, limit: int = OUTBOX_BYTES) -> None:
         self.limit = limit
         self.items: deque[bytes] = deque()
@@ -182,10 +181,10 @@ class Outbox:
     def full(self) -> bool:
         return self.size >= self.limit
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: bytes, droppable: bool = False) -> None:
         if self.closed:
             return
-        if self.full and data.startswith(self.DROPPABLE, len(b'{"jsonrpc":"2.0",')):
+        if self.full and droppable:
             self.dropped += 1
             return
         self.items.append(data)
@@ -193,7 +192,8 @@ class Outbox:
         self.lot.unpark_all()
         if self.full and time.monotonic() >= self.next_warning:
             self.next_warning = time.monotonic() + 60
-            log(f"mcpwrap: the client is not reading stdout; holding back ({self.size} bytes waiting)", "info")
+            log(f"mcpwrap: the client is not reading stdout; holding back ({self.size} bytes waiting, "
+                f"{self.dropped} progress/log notification(s) dropped so far)", "info")
 
     async def room(self) -> None:
         while self.full and not self.closed:
@@ -291,7 +291,7 @@ class Driver:
                 data = jsonrpc.encode(replacement)
         if tracing():
             log("mcpwrap -> " + data.decode().rstrip(), "debug")
-        self.outbox.put(data)
+        self.outbox.put(data, isinstance(message, dict) and message.get("method") in NEWS)
 
     def _start_call(self, action: StartCall) -> None:
         """Run now, or wait for one of max_calls slots; past the waiting room, refuse clearly."""

@@ -149,7 +149,7 @@ def test_outbox_backpressure_and_droppable_notifications() -> None:
         progress = jsonrpc.encode(jsonrpc.notification("notifications/progress", {"progressToken": 1, "progress": 1}))
         outbox.put(response)
         assert outbox.full
-        outbox.put(progress)                      # dropped while full: it is only news
+        outbox.put(progress, droppable=True)      # dropped while full: it is only news
         assert outbox.dropped == 1 and len(outbox.items) == 1
         outbox.put(response)                      # answers are never dropped
         assert len(outbox.items) == 2
