@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
-import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import trio
 from mcpwrap import config, runner
 from mcpwrap.result import NO_STRUCTURED, Media, ResourceLink, Text
 from tests import procs
+from tests.harness import HANG_S, until
 
 INJECTIONS = ["x; touch {marker}", "$(touch {marker})", "`touch {marker}`", "a\ntouch {marker}",
               "'; touch {marker}; '", "\"; touch {marker}; \"", "ünïcødé ✓ {marker}", "|| touch {marker}"]
@@ -106,6 +108,7 @@ stdin = "body"
 args.body = { type = "string" }
 [tools.nostdin]
 command = ["cat"]
+timeout = "60s"
 """)
     assert run(cfg.tool("json"), {}).structured == {"a": [1, 2]}
     bad = run(cfg.tool("notjson"), {})
@@ -120,74 +123,88 @@ command = ["cat"]
     assert malformed.is_error and "content[0].type" in malformed.text
     assert not run(cfg.tool("codes"), {}).is_error
     assert run(cfg.tool("stdin"), {"body": "fed\n"}).text == "fed\n"
-    started = time.monotonic()
-    assert run(cfg.tool("nostdin"), {}).text == ""          # /dev/null, never the server's stdin
-    assert time.monotonic() - started < 5
+    empty = run(cfg.tool("nostdin"), {})                  # /dev/null, never the server's stdin (cat would block)
+    assert not empty.timed_out and empty.text == ""
+
+
+def unique(seconds: int) -> str:
+    """A sleep length no concurrent run of this suite shares, so a marker finds only our processes."""
+    return f"{seconds}.{uuid.uuid4().int % 10**9}"
+
+
+def gone(marker: str) -> None:
+    """Wait until no process has `marker` in its argv (the sleeper's or its `sh -c` parent's).
+
+    A SIGKILLed process may take a moment to exit, so this waits instead of looking once.
+    """
+    until(lambda: procs.with_cmdline(marker) == [], f"{marker!r} processes to be gone")
 
 
 def test_timeout_kills_grandchildren(tmp_path: Path) -> None:
-    marker = "1007.5"
+    marker = unique(1007)
     cfg = load(tmp_path, f"""
 [tools.t]
 command = ["sh", "-c", "sleep {marker} & sleep {marker}"]
 timeout = "1s"
 kill_grace = "0.5s"
 """)
-    started = time.monotonic()
-    result = run(cfg.tool("t"), {})
+    result = run(cfg.tool("t"), {})                       # the 1000+ s sleepers: only the timeout ends it
     assert result.is_error and result.timed_out and "timed out after 1s" in result.text
-    assert time.monotonic() - started < 3
-    deadline = time.monotonic() + 2
-    while procs.with_cmdline(f"sleep {marker}") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert procs.with_cmdline(f"sleep {marker}") == []
+    gone(marker)
 
 
 def test_sigterm_ignoring_child_is_killed(tmp_path: Path) -> None:
-    cfg = load(tmp_path, """
+    marker = unique(1009)
+    cfg = load(tmp_path, f"""
 [tools.t]
-command = ["sh", "-c", "trap '' TERM; sleep 1009.25"]
+command = ["sh", "-c", "trap '' TERM; sleep {marker}"]
 timeout = "0.3s"
 kill_grace = "0.3s"
 """)
     result = run(cfg.tool("t"), {})
     assert result.timed_out
-    assert procs.with_cmdline("sleep 1009.25") == []
+    gone(marker)
 
 
 def test_child_closing_stdout_early(tmp_path: Path) -> None:
-    cfg = load(tmp_path, """
+    marker = unique(1011)
+    cfg = load(tmp_path, f"""
 [tools.t]
-command = ["sh", "-c", "echo early; exec >&-; sleep 1011.5"]
+command = ["sh", "-c", "echo early; exec >&-; sleep {marker}"]
 timeout = "0.5s"
 kill_grace = "0.2s"
 """)
     result = run(cfg.tool("t"), {})
     assert result.timed_out and "early" in result.text
-    assert procs.with_cmdline("sleep 1011.5") == []
+    gone(marker)
 
 
 def test_background_grandchild_dies_with_a_finished_call(tmp_path: Path) -> None:
-    cfg = load(tmp_path, """
+    marker = unique(1013)
+    cfg = load(tmp_path, f"""
 [tools.t]
-command = ["sh", "-c", "sleep 1013.5 & echo started"]
+command = ["sh", "-c", "sleep {marker} & echo started"]
 kill_grace = "0.3s"
 """)
     result = run(cfg.tool("t"), {})
     assert result.text == "started\n" and not result.is_error
-    assert procs.with_cmdline("sleep 1013.5") == []
+    gone(marker)
 
 
 def test_cancellation_kills_group(tmp_path: Path) -> None:
-    cfg = load(tmp_path, '[tools.t]\ncommand = ["sh", "-c", "sleep 1015.5 & sleep 1015.5"]\n')
+    marker = unique(1015)
+    cfg = load(tmp_path, f'[tools.t]\ncommand = ["sh", "-c", "sleep {marker} & sleep {marker} & echo ready >&2; wait"]\n')
 
     async def main() -> None:
-        with trio.move_on_after(0.3):
-            await runner.run(cfg.tool("t"), {})
-    started = time.monotonic()
+        ready = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(functools.partial(runner.run, cfg.tool("t"), {}, on_stderr=lambda _: ready.set()))
+            with trio.fail_after(HANG_S):
+                await ready.wait()
+            assert len(procs.with_cmdline(marker)) == 3  # the leader and both sleepers (or their forks)
+            nursery.cancel_scope.cancel()                 # the call never ends by itself: only this does
     trio.run(main)
-    assert time.monotonic() - started < 1.5
-    assert procs.with_cmdline("sleep 1015.5") == []
+    gone(marker)
 
 
 def test_many_concurrent_calls(tmp_path: Path) -> None:
@@ -227,7 +244,7 @@ def _peak_rss_of_call(tmp_path: Path, tool_text: str, tool: str) -> tuple[int, s
             "from mcpwrap.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
             "print('PEAK', hwm, file=sys.stderr)\n")
-    done = subprocess.run([sys.executable, "-c", code, str(path), tool], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code, str(path), tool], check=False, capture_output=True, text=True, timeout=120)
     peak_kib = int(done.stderr.rsplit("PEAK", 1)[1])
     return peak_kib // 1024, done.stdout
 
