@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -119,10 +118,9 @@ def test_world_readable_secret_refused(tmp_path: Path) -> None:
     secret = tmp_path / "secret"
     subprocess.run(mcpwrap_cmd("secret", "init", "--secret-file", str(secret)), check=True, capture_output=True, timeout=30)
     os.chmod(secret, 0o644)
-    started = time.monotonic()
-    done = subprocess.run(mcpwrap_cmd("serve", str(FIXTURE), "--secret-file", str(secret)), input=b"",
+    done = subprocess.run(mcpwrap_cmd("serve", str(FIXTURE), "--secret-file", str(secret)), check=False, input=b"",
                           capture_output=True, timeout=30)
-    assert done.returncode != 0 and time.monotonic() - started < 10
+    assert done.returncode != 0                       # refused at startup; the timeout guards a hang
     assert str(secret) in done.stderr.decode() and f"chmod 600 {secret}" in done.stderr.decode()
     assert done.stdout == b""
 
@@ -130,7 +128,7 @@ def test_world_readable_secret_refused(tmp_path: Path) -> None:
 def test_secret_commands(tmp_path: Path) -> None:
     secret = tmp_path / "d" / "secret"
     env = {**os.environ, "MCPWRAP_SECRET_FILE": str(secret)}
-    path = subprocess.run(mcpwrap_cmd("secret", "path"), capture_output=True, text=True, env=env, timeout=30)
+    path = subprocess.run(mcpwrap_cmd("secret", "path"), check=False, capture_output=True, text=True, env=env, timeout=30)
     assert path.stdout.strip() == str(secret)
     subprocess.run(mcpwrap_cmd("secret", "init"), check=True, capture_output=True, env=env, timeout=30)
     before = secret.read_bytes()
@@ -141,7 +139,7 @@ def test_secret_commands(tmp_path: Path) -> None:
 def test_cli_call_confirmation(tmp_path: Path) -> None:
     marker = tmp_path / "m"
     base = mcpwrap_cmd("call", str(FIXTURE), "create", "--arg", f"path={marker}")
-    refused = subprocess.run(base, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
+    refused = subprocess.run(base, check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
     assert refused.returncode == 2 and "--yes" in refused.stderr and runs(marker) == 0
     subprocess.run(base + ["--yes"], check=True, capture_output=True, timeout=30)
     assert runs(marker) == 1
