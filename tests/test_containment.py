@@ -6,9 +6,10 @@ cgroup v2 tree) and the environment tag sweep (forced with MCPWRAP_CONTAINMENT=t
 without cgroups run the same code path. Every process a test starts carries a unique MARK in its
 environment; the test finds only those, and kills any that survive, at teardown.
 
-Times are asserted with a margin over the contract (timeout + grace + 0.5 s): the margin absorbs a
-loaded 2-core machine, while the behaviour attacked here (waiting for an escaped writer, scanning
-/proc per group, a quadratic match) overshoots it by far more.
+No wall-clock bound is asserted (bench/ measures those): what a call must not wait for (an escaped
+writer, a daemon, a zombie's grace) lasts 1000+ s, so the old behaviour hits the HANG_S guard, and
+costs that do not depend on the machine's load (a /proc scan per group, a quadratic match) are
+checked as this process's CPU time.
 """
 
 from __future__ import annotations
@@ -32,11 +33,9 @@ import trio
 
 from mcpwrap import config, jsonrpc, runner
 from tests import procs
-from tests.harness import until
+from tests.harness import HANG_S, until
 
-HANG_S = 60.0          # a hang guard only
 PR_SET_CHILD_SUBREAPER = 36
-MARGIN_S = 5.0         # over the contract, for a loaded machine (see the module docstring)
 
 
 @pytest.fixture(params=["cgroup", "tag"])
@@ -69,13 +68,12 @@ def tool(mark: str, body: str) -> config.Tool:
     return config.loads(text.encode(), Path("tools.toml")).tool("t")
 
 
-def timed_run(spec: config.Tool, args: dict[str, Any] | None = None, **kwargs: Any) -> tuple[Any, float]:
+def guarded_run(spec: config.Tool, **kwargs: Any) -> Any:
+    """One call; trio.TooSlowError if it takes HANG_S, as one waiting for a 1000+ s process would."""
     async def main() -> Any:
         with trio.fail_after(HANG_S):
-            return await runner.run(spec, args or {}, **kwargs)
-    started = time.monotonic()
-    result = trio.run(main)
-    return result, time.monotonic() - started
+            return await runner.run(spec, {}, **kwargs)
+    return trio.run(main)
 
 
 def gone(mark: str) -> bool:
@@ -84,9 +82,8 @@ def gone(mark: str) -> bool:
 
 def test_timeout_bounds_the_call_despite_an_escaped_writer(mode: str, mark: str) -> None:
     spec = tool(mark, 'shell = "setsid sleep 1021 & sleep 1022"\ntimeout = "1s"\nkill_grace = "0.5s"\n')
-    result, took = timed_run(spec)
+    result = guarded_run(spec)
     assert result.timed_out and "timed out after 1s" in result.text
-    assert took < 1 + 0.5 + MARGIN_S, took
     until(lambda: gone(mark), "the escaped sleeper to be killed")
 
 
@@ -112,9 +109,8 @@ print(os.read(r, 32).decode(), flush=True)
 def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close: str) -> None:
     code = DAEMON.replace("CLOSE", close)
     spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\nkill_grace = \"0.5s\"\n")
-    result, took = timed_run(spec)
+    result = guarded_run(spec)
     assert not result.is_error and int(result.text) > 0
-    assert took < 0.5 + MARGIN_S, took
     until(lambda: gone(mark), "the daemon to be killed")
 
 
@@ -134,7 +130,7 @@ def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeyp
                                             "    time.sleep(0.001)\nr, w = os.pipe()")
     spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\n")
     try:
-        result, _ = timed_run(spec)
+        result = guarded_run(spec)
         assert not result.is_error and int(result.text) > 0
         until(lambda: not procs.with_cmdline(seconds), "the environment-less daemon to be killed")
     finally:
@@ -146,10 +142,9 @@ def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeyp
 
 @pytest.mark.parametrize("calls", [200])
 def test_many_term_ignoring_calls_cancelled_at_once(mode: str, mark: str, calls: int) -> None:
-    grace = 1.0
-    spec = tool(mark, f"""shell = "trap '' TERM; echo ready >&2; sleep 1026"\nkill_grace = "{grace}s"\n""")
+    spec = tool(mark, """shell = "trap '' TERM; echo ready >&2; sleep 1026"\nkill_grace = "1s"\n""")
 
-    async def main() -> tuple[float, float]:
+    async def main() -> float:
         ready = 0
         all_ready = trio.Event()
 
@@ -163,15 +158,14 @@ def test_many_term_ignoring_calls_cancelled_at_once(mode: str, mark: str, calls:
                 for _ in range(calls):
                     nursery.start_soon(lambda: runner.run(spec, {}, on_stderr=line))
                 await all_ready.wait()
-                started, cpu = trio.current_time(), time.process_time()
-                nursery.cancel_scope.cancel()
-        return trio.current_time() - started, time.process_time() - cpu
-    took, cpu = trio.run(main)
-    assert took < grace + 0.5 + MARGIN_S / 2, took
+                cpu = time.process_time()
+                nursery.cancel_scope.cancel()      # only this ends the 1000+ s sleepers, within HANG_S
+        return time.process_time() - cpu
+    cpu = trio.run(main)
     # CPU time, the same on a busy machine: ~0.15 s here, while a /proc scan per group every
     # 10 ms spent ~0.9 s (and 7 s of wall time behind a server).
     assert cpu < 0.5, cpu
-    until(lambda: gone(mark), "every TERM-ignoring child to be killed", timeout=5)
+    until(lambda: gone(mark), "every TERM-ignoring child to be killed")
 
 
 def test_zombie_left_in_the_group_does_not_cost_the_grace(mode: str, mark: str) -> None:
@@ -182,50 +176,31 @@ def test_zombie_left_in_the_group_does_not_cost_the_grace(mode: str, mark: str) 
     """
     code = ("import os\npid = os.fork()\nif pid == 0:\n    os._exit(0)\n"
             "os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)\nprint(pid)\n")
-    spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\nkill_grace = \"20s\"\n")
+    spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\nkill_grace = \"1000s\"\n")
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     try:
-        result, took = timed_run(spec)
+        result = guarded_run(spec)                  # waiting out the 1000 s grace hits the hang guard
     finally:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
     os.waitpid(int(result.text), 0)
     assert not result.is_error
-    assert took < 10, took                           # far below the 20 s grace it must not wait for
 
 
 # --- progress patterns -------------------------------------------------------------------------
-def _max_stall(spec: config.Tool) -> tuple[Any, float]:
-    """Run the call beside a ticker; return its result and the longest the loop was held."""
-    async def main() -> tuple[Any, float]:
-        worst = 0.0
-        result: Any = None
-
-        async def call() -> None:
-            nonlocal result
-            result = await runner.run(spec, {}, on_progress=lambda *_: None)
-            nursery.cancel_scope.cancel()
-        with trio.fail_after(HANG_S):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(call)
-                while True:
-                    before = time.monotonic()
-                    await trio.sleep(0.005)
-                    worst = max(worst, time.monotonic() - before)
-        return result, worst
-    return trio.run(main)
-
-
 def test_digit_lines_do_not_stall_the_loop(mark: str) -> None:
-    """The old shipped pattern, quadratic on 8 KiB of digits (~0.25 s of CPU a line unbounded)."""
+    """The old shipped pattern, quadratic on 8 KiB of digits (~0.25 s of CPU a line unbounded).
+
+    Matches run on the loop's thread, so the loop is held as long as they spend CPU: this process's
+    CPU time bounds the stall without depending on how busy the machine is.
+    """
     digits = "7" * 8191
     spec = tool(mark, f"""shell = "for i in 1 2 3 4 5 6 7 8 9 10; do echo {digits} >&2; done; echo done"
 progress = '(\\d+)/(\\d+)'
 """)
     cpu = time.process_time()
-    result, worst = _max_stall(spec)
+    result = guarded_run(spec, on_progress=lambda *_: None)
     assert result.text == "done\n" and not result.is_error
-    assert worst < 0.5, worst
     assert time.process_time() - cpu < 1.0          # CPU time, not wall time: the same on a busy machine
 
 
@@ -245,17 +220,15 @@ print(repr(result.text), len(warnings))
 
 def test_catastrophic_user_pattern_is_stopped(tmp_path: Path) -> None:
     # In a child process: an unguarded (a+)+b on 40 a's runs for hours and no trio timeout can stop it.
-    done = subprocess.run([sys.executable, "-c", CATASTROPHIC.format(line="a" * 40)], capture_output=True,
+    done = subprocess.run([sys.executable, "-c", CATASTROPHIC.format(line="a" * 40)], check=False, capture_output=True,
                           text=True, timeout=HANG_S, cwd=Path(__file__).parent.parent)
     assert done.stdout.split() == ["'intact\\n'", "1"], done.stdout + done.stderr
 
 
 def test_match_guard_stops_a_runaway_match_and_restores_signals() -> None:
     before = signal.getsignal(signal.SIGALRM)
-    started = time.monotonic()
-    with pytest.raises(runner.MatchTimeout):
+    with pytest.raises(runner.MatchTimeout):        # unguarded, this match runs for hours
         runner.bounded_search(re.compile(r"(a+)+b"), "a" * 40, 0.05)
-    assert time.monotonic() - started < MARGIN_S
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     match = runner.bounded_search(re.compile(r"(\d+)/(\d+)"), "step 2/3", 0.05)
     assert match is not None and match.groups() == ("2", "3")
@@ -287,7 +260,7 @@ def test_shipped_progress_patterns_are_linear(path: str) -> None:
 ])
 def test_deeply_nested_json_is_an_error_result(mark: str, output: str, doc: str) -> None:
     spec = tool(mark, f"command = ['printf', '%s', '{doc}']\noutput = '{output}'\n")
-    result, _ = timed_run(spec)
+    result = guarded_run(spec)
     assert result.is_error and f"nested deeper than {runner.OUTPUT_DEPTH} levels" in result.text
 
 
@@ -319,7 +292,7 @@ def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str,
     assert base is not None
     prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
     code = "from mcpwrap import runner\nprint(runner.containment().split()[-1])\n"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S,
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=HANG_S,
                           cwd=Path(__file__).parent.parent)
     server = done.stdout.strip()
     assert server.startswith(os.path.join(base, prefix)) and not os.path.exists(server), done.stderr
