@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 import uuid
@@ -123,7 +124,17 @@ timeout = "60s"
     assert malformed.is_error and "content[0].type" in malformed.text
     assert not run(cfg.tool("codes"), {}).is_error
     assert run(cfg.tool("stdin"), {"body": "fed\n"}).text == "fed\n"
-    empty = run(cfg.tool("nostdin"), {})                  # /dev/null, never the server's stdin (cat would block)
+    # The call's stdin is /dev/null, never the server's: give this process a stdin that never ends
+    # (pytest's is /dev/null already), on which an inheriting cat would block until its timeout.
+    never_ends, writer = os.pipe()
+    saved = os.dup(0)
+    os.dup2(never_ends, 0)
+    try:
+        empty = run(cfg.tool("nostdin"), {})
+    finally:
+        os.dup2(saved, 0)
+        for fd in (never_ends, writer, saved):
+            os.close(fd)
     assert not empty.timed_out and empty.text == ""
 
 
