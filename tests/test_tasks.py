@@ -34,6 +34,7 @@ from mcpwrap import config, signing, tasks
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from tests import mcpschema, procs
+from tests.harness import until
 from tests.procs import group_alive
 
 SCHEMAS = Path(__file__).parent / "schemas"
@@ -45,14 +46,11 @@ EXT_ID = "io.modelcontextprotocol/tasks"
 TIMEOUT = 30.0                            # a hang guard only: every wait ends on an event
 
 TOOLS = """
-[tools.quick]
-shell = 'sleep 1; echo done'
+[tools.gated]
+shell = 'while [ ! -e "$MCP_ARG_GO" ]; do sleep 0.05; done; echo done'
 task = "optional"
 task_poll = "250ms"
-
-[tools.acceptance]
-shell = 'sleep 3; echo done'
-task = "optional"
+args.go = { type = "string" }
 
 [tools.long]
 shell = 'sleep "$MCP_ARG_SECONDS" & sleep "$MCP_ARG_SECONDS"; wait'
@@ -125,19 +123,21 @@ class Server:
         self.invalid: list[str] = []      # schema violations seen by the reader thread
         self.methods: dict[int, str] = {}
         self.ids = iter(range(1, 10**6))
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
         env.servers.append(self)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            message = json.loads(line)
-            try:
-                check(self.rev, "JSONRPCMessage", message)
-                mcpschema.check(self.rev, message, self.methods.get(message.get("id", -1)), strict=False)
-            except AssertionError as exc:
-                self.invalid.append(str(exc))
-            self.inbox.put(message)
+        with self.proc.stdout:                # closed at EOF, by the one thread that reads it
+            for line in self.proc.stdout:
+                message = json.loads(line)
+                try:
+                    check(self.rev, "JSONRPCMessage", message)
+                    mcpschema.check(self.rev, message, self.methods.get(message.get("id", -1)), strict=False)
+                except AssertionError as exc:
+                    self.invalid.append(str(exc))
+                self.inbox.put(message)
         self.inbox.put(None)
 
     def send(self, message: dict[str, Any]) -> None:
@@ -188,19 +188,23 @@ class Server:
         return self
 
     def close(self) -> None:
-        if self.proc.poll() is None and self.proc.stdin and not self.proc.stdin.closed:
+        assert self.proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):      # a killed server cannot read its EOF
             self.proc.stdin.close()
         try:
             self.proc.wait(TIMEOUT)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+        self.reader.join(TIMEOUT)             # every message checked, stdout closed
 
 
 class Env:
     def __init__(self, root: Path) -> None:
         self.tools, self.state, self.secret = root / "tools.toml", root / "state", root / "secret"
         self.tools.write_text(TOOLS)
+        self.go = root / "go"             # `gated` tasks finish only once this file exists
+        self.gated = {"go": str(self.go)}
         self.servers: list[Server] = []
         self.store = tasks.Store.for_tools_file(self.state, self.tools)
 
@@ -227,17 +231,6 @@ def env(tmp_path: Path) -> Iterator[Env]:
                 e.store.cancel(record.task_id)
     pids = [r.supervisor_pid for r in e.store.records() if r.supervisor_pid]
     until(lambda: all(tasks.process_start(p) is None for p in pids), what="supervisors to exit")
-
-
-def until(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
-    """Poll `condition` until it returns something truthy; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def unique_seconds() -> str:
@@ -443,12 +436,13 @@ def test_list_pages_with_opaque_validated_cursors(tmp_path: Path) -> None:
 def test_acceptance_task_outlives_its_server_and_any_process_answers(env: Env) -> None:
     a = env.server()
     tools = a.request("tools/list")["result"]["tools"]
-    assert {t["name"]: t.get("execution") for t in tools}["acceptance"] == {"taskSupport": "optional"}
-    task_id = legacy_create(a, "acceptance")
+    assert {t["name"]: t.get("execution") for t in tools}["gated"] == {"taskSupport": "optional"}
+    task_id = legacy_create(a, "gated", env.gated)
     a.close()
     assert a.proc.returncode == 0
     b = env.server()
     assert legacy_get(b, task_id)["status"] == "working"
+    env.go.touch()
     done = until(lambda: (r := legacy_get(b, task_id))["status"] == "completed" and r, what="completion")
     assert done["taskId"] == task_id
     payload = b.request("tasks/result", {"taskId": task_id})["result"]
@@ -461,10 +455,11 @@ def test_acceptance_task_outlives_its_server_and_any_process_answers(env: Env) -
 
 def test_tasks_result_blocks_then_returns_with_related_task(env: Env) -> None:
     server = env.server()
-    task_id = legacy_create(server, "quick")
+    task_id = legacy_create(server, "gated", env.gated)
     waiting = server.start("tasks/result", {"taskId": task_id})
     status = legacy_get(server, task_id)                    # answered while tasks/result is blocked
     assert status["status"] == "working" and not [m for m in server.held if m.get("id") == waiting]
+    env.go.touch()
     reply = server.answer(waiting)
     check(LEGACY, "JSONRPCResultResponse", reply)
     check(LEGACY, "GetTaskPayloadResult", reply["result"])
@@ -490,7 +485,7 @@ def test_legacy_task_support_rules_and_errors(env: Env) -> None:
     assert required["error"]["code"] == -32601
     forbidden = server.request("tools/call", {"name": "plain", "arguments": {}, "task": {}})
     assert forbidden["error"]["code"] == -32601
-    malformed = server.request("tools/call", {"name": "quick", "arguments": {}, "task": {"ttl": "soon"}})
+    malformed = server.request("tools/call", {"name": "gated", "arguments": env.gated, "task": {"ttl": "soon"}})
     assert malformed["error"]["code"] == -32602
     for method in ("tasks/get", "tasks/result", "tasks/cancel"):
         for task_id in ("../../../../etc/passwd", secrets.token_urlsafe(16)):
@@ -557,11 +552,12 @@ def test_client_cancelling_tasks_result_stops_the_wait(env: Env) -> None:
 
 def test_server_killed_right_after_create_task_still_resolves(env: Env) -> None:
     a = env.server()
-    task_id = legacy_create(a, "quick")
+    task_id = legacy_create(a, "gated", env.gated)
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(TIMEOUT)
     b = env.server()
     assert legacy_get(b, task_id)["taskId"] == task_id
+    env.go.touch()
     until(lambda: legacy_get(b, task_id)["status"] == "completed", what="completion")
 
 
@@ -637,13 +633,14 @@ def test_earlier_revisions_run_task_tools_synchronously(env: Env) -> None:
 # --- 2026-07-28 extension -------------------------------------------------------------------
 def test_modern_task_flow_with_result_inlined(env: Env) -> None:
     server = env.server(MODERN)
-    reply = server.request("tools/call", {"name": "quick", "arguments": {}})
+    reply = server.request("tools/call", {"name": "gated", "arguments": env.gated})
     check(MODERN, "JSONRPCResultResponse", reply)
     check(EXT, "CreateTaskResult", reply["result"])
     result = reply["result"]
     assert result["resultType"] == "task" and result["status"] == "working" and result["pollIntervalMs"] == 250
     assert "io.modelcontextprotocol/serverInfo" in result["_meta"] and "task" not in result and "ttl" not in result
     task_id = result["taskId"]
+    env.go.touch()
     done = until(lambda: (r := modern_get(server, task_id))["status"] == "completed" and r, what="completion")
     assert done["resultType"] == "complete"
     assert done["result"]["content"] == [{"type": "text", "text": "done\n"}]
@@ -676,7 +673,8 @@ def test_modern_without_the_extension(env: Env) -> None:
     check(MODERN, "JSONRPCErrorResponse", always)
     assert always["error"]["code"] == -32021
     assert always["error"]["data"] == {"requiredCapabilities": {"extensions": {EXT_ID: {}}}}
-    sync = server.request("tools/call", {"name": "quick", "arguments": {}}, extension=False)
+    env.go.touch()                        # run synchronously: the call answers only once the tool is done
+    sync = server.request("tools/call", {"name": "gated", "arguments": env.gated}, extension=False)
     assert sync["result"]["resultType"] == "complete" and sync["result"]["content"][0]["text"] == "done\n"
     for method in ("tasks/get", "tasks/cancel", "tasks/update"):
         reply = server.request(method, {"taskId": secrets.token_urlsafe(16), "inputResponses": {}}, extension=False)
@@ -687,18 +685,20 @@ def test_modern_without_the_extension(env: Env) -> None:
 def test_cli_list_show_result_cancel_gc(env: Env) -> None:
     server = env.server()
     seconds = unique_seconds()
-    quick, long = legacy_create(server, "quick"), legacy_create(server, "long", {"seconds": seconds})
+    gated, long = legacy_create(server, "gated", env.gated), legacy_create(server, "long", {"seconds": seconds})
     listing = env.cli("list")
     assert listing.returncode == 0
     header, *rows = listing.stdout.splitlines()
     assert header.split() == ["ID", "STATUS", "TOOL", "CREATED", "UPDATED", "MESSAGE"]
-    assert {r.split()[0] for r in rows} == {quick, long}
+    assert {r.split()[0] for r in rows} == {gated, long}
     assert all(r.index(r.split()[1]) == header.index("STATUS") for r in rows)   # aligned columns
-    assert json.loads(env.cli("list", "--json").stdout)[0]["taskId"] in (quick, long)
+    assert json.loads(env.cli("list", "--json").stdout)[0]["taskId"] in (gated, long)
     show = env.cli("show", long)
     assert show.returncode == 0 and "working" in show.stdout and seconds in show.stdout
     assert env.cli("result", long).returncode == 4
-    waited = env.cli("result", quick, "--wait")
+    assert env.cli("result", gated).returncode == 4
+    env.go.touch()
+    waited = env.cli("result", gated, "--wait")
     assert (waited.returncode, waited.stdout) == (0, "done\n")
     assert env.cli("cancel", long).returncode == 0
     assert env.cli("cancel", long).returncode == 1
