@@ -343,7 +343,9 @@ def test_the_ceiling_is_a_clear_error_on_the_wire(tmp_path: Path, monkeypatch: p
     pid = int(until(lambda: env.store.read(first).supervisor_pid, what="the supervisor"))  # type: ignore[union-attr]
     assert server.request("tasks/cancel", {"taskId": first})["result"]["status"] == "cancelled"
     until(lambda: tasks.process_start(pid) is None, what="the cancelled task's supervisor to exit")
-    legacy_create(server, "quick")                            # its slot is free again
+    env.go.touch()                                            # the next task may finish at once
+    done = legacy_create(server, "gated", env.gated)          # its slot is free again
+    until(lambda: env.store.read(done).status == "completed", what="the gated task")  # type: ignore[union-attr]
     server.close()
 
 
