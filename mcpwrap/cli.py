@@ -85,18 +85,75 @@ def _no_task(store: Any, task_id: str, reason: str) -> NoReturn:
     _fail(f"no task {task_id!r} in {store.root} ({reason.lower()})", EXIT_USAGE)
 
 
-def _parse_arg(text: str) -> tuple[str, Any]:
-    """`k=v`: v is JSON when it parses as JSON (numbers, true, arrays), else a string."""
+def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
+    """`--arg NAME=VALUE`, VALUE typed by NAME's schema (see `_typed_value`)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        _fail(f"--arg {text!r} must look like NAME=VALUE", EXIT_USAGE)
+    return name, _typed_value(tool, name, value)
+
+
+def _typed_value(tool: Any, name: str, value: str) -> Any:
+    """A shell word as the argument's schema wants it: the raw text for a string, else JSON.
+
+    Without a type, or with a type list allowing "string", text that is not JSON stays text;
+    otherwise it is a usage error naming the expected type (`--arg branch=1.0` must stay "1.0").
+    """
     import orjson
 
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        _fail(f"--arg {text!r} must look like NAME=VALUE", EXIT_USAGE)
+    arg = next((a for a in tool.args if a.name == name), None)
+    if arg is None:
+        known = ", ".join(a.name for a in tool.args) or "none"
+        _fail(f"{tool.name!r} has no argument {name!r} (its arguments: {known}; nothing ran)", EXIT_USAGE)
+    kind = arg.schema.get("type")
+    if kind == "string":
+        return value
+    kinds = [kind] if isinstance(kind, str) else list(kind or [])
     try:
-        parsed = orjson.loads(value)
+        return orjson.loads(value)
     except orjson.JSONDecodeError:
-        parsed = value
-    return key, parsed if not isinstance(parsed, str) or value.startswith('"') else value
+        if not kinds or "string" in kinds:
+            return value
+        _fail(f"--arg {name}={value!r}: {name!r} takes {' or '.join(kinds)}, written as JSON (nothing ran)", EXIT_USAGE)
+
+
+def _binary_blocks(result: Any) -> list[tuple[str, bytes]]:
+    """(MIME type, bytes) of each image, audio or binary-resource block, in order."""
+    import base64
+
+    from mcpwrap.result import Media, Resource
+
+    blocks = []
+    for block in result.content:
+        if isinstance(block, Media):
+            blocks.append((block.mime_type, base64.b64decode(block.data)))
+        elif isinstance(block, Resource) and block.blob is not None:
+            blocks.append((block.mime_type or "application/octet-stream", base64.b64decode(block.blob)))
+    return blocks
+
+
+def _write_binary(result: Any, output: Path | None) -> None:
+    """Write binary content to files, never to stdout, and say on stderr where each went.
+
+    The first block goes to `output`, the n-th to `output` with "-n" before its suffix; without
+    `output`, each goes to a new temporary file (0600, as mkstemp makes it) named after its type.
+    """
+    import mimetypes
+    import tempfile
+
+    for n, (mime, data) in enumerate(_binary_blocks(result), start=1):
+        if output is None:
+            fd, name = tempfile.mkstemp(prefix="mcpwrap-", suffix=mimetypes.guess_extension(mime) or ".bin")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            target = Path(name)
+        else:
+            target = output if n == 1 else output.with_name(f"{output.stem}-{n}{output.suffix}")
+            try:
+                target.write_bytes(data)
+            except OSError as exc:
+                _fail(f"cannot write {mime} to {target}: {exc.strerror}", EXIT_USAGE)
+        print(f"wrote {mime}, {len(data)} bytes, to {target}", file=sys.stderr)
 
 
 def _self_command() -> tuple[str, list[str]]:
@@ -178,7 +235,8 @@ def build_app() -> Any:
     def call(file: Path = file_arg,
              tool: str = typer.Argument(..., help="The tool to run."),
              arguments: Optional[str] = typer.Argument(None, help="Arguments as one JSON object."),
-             arg: list[str] = typer.Option([], "--arg", "-a", help="NAME=VALUE (VALUE parsed as JSON if it can be); repeatable."),
+             arg: list[str] = typer.Option([], "--arg", "-a", help="NAME=VALUE: the raw text for a string argument, JSON for any other type; repeatable."),
+             output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write image/audio/binary content here (default: a temporary file named on stderr)."),
              yes: bool = typer.Option(False, "--yes", "-y", help="Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
              as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON.")) -> None:
         """Run one tool the way `serve` would; exit 1 when the result is an error."""
@@ -199,10 +257,10 @@ def build_app() -> Any:
             _fail(f"the JSON arguments do not parse: {exc}", EXIT_USAGE)
         if not isinstance(args, dict):
             _fail("the JSON arguments must be an object, like '{\"name\": \"value\"}'", EXIT_USAGE)
-        args.update(_parse_arg(a) for a in arg)
+        args.update(_typed_arg(spec, a) for a in arg)
         interactive = sys.stdin.isatty()
         for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
-            args[missing.name] = _parse_arg(f"{missing.name}={typer.prompt(missing.schema.get('description', missing.name))}")[1]
+            args[missing.name] = _typed_value(spec, missing.name, typer.prompt(missing.schema.get('description', missing.name)))
         problems = argument_problems(spec, args)
         if problems:
             _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
@@ -225,6 +283,7 @@ def build_app() -> Any:
             _print_json(result.to_json())
         else:
             _print_text(result.text)
+            _write_binary(result, output)
         raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
 
     @app.command()

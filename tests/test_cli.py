@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import re
 import pty
 import select
 import subprocess
@@ -66,3 +69,78 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> No
     assert b"\x1b[" not in plain and b"mcpwrap: no tool named 'nope'" in plain
     piped = subprocess.run(mcpwrap_cmd("call", str(tools), "nope"), capture_output=True, timeout=30)
     assert piped.returncode == 2 and piped.stderr.startswith(b"mcpwrap: no tool named")
+
+
+TYPED = """
+[tools.show]
+command = ["printf", "%s|%s|%s|%s", "{branch}", "{n}", "{flag}", "{level}"]
+args.branch = { type = "string" }
+args.n = { type = "integer" }
+args.flag = { type = "boolean", default = false }
+args.level = { type = ["integer", "string"], default = 0 }
+"""
+
+
+def test_arg_values_are_typed_by_the_schema(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text(TYPED)
+
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(mcpwrap_cmd("call", str(tools), "show", *args), capture_output=True, text=True,
+                              timeout=HANG_S)
+
+    done = call("--arg", "branch=1.0", "--arg", "n=3", "--arg", "flag=true", "--arg", "level=high")
+    assert (done.returncode, done.stdout) == (0, "1.0|3|true|high\n"), done.stderr
+    assert call("--arg", "branch=1.0", "--arg", "n=3", "--arg", "level=7").stdout == "1.0|3|false|7\n"
+    assert call('{"branch": "1.0", "n": 3}', "--arg", "branch=2.0").stdout == "2.0|3|false|0\n"
+    bad = call("--arg", "branch=x", "--arg", "n=x")
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "'n' takes integer" in bad.stderr and "nothing ran" in bad.stderr
+    unknown = call("--arg", "branch=x", "--arg", "nn=3")
+    assert unknown.returncode == 2 and "no argument 'nn'" in unknown.stderr
+    assert "branch, n, flag, level" in unknown.stderr
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+IMAGES = f"""
+[tools.png]
+command = ["python3", "-c", "import sys; sys.stdout.buffer.write(bytes.fromhex('{PNG.hex()}'))"]
+output = "image/png"
+
+[tools.two]
+command = ["python3", "-c", '''
+import base64, json
+data = base64.b64encode(bytes.fromhex("{PNG.hex()}")).decode()
+print(json.dumps({{"content": [{{"type": "text", "text": "two charts"}},
+    {{"type": "image", "data": data, "mimeType": "image/png"}},
+    {{"type": "audio", "data": base64.b64encode(b"RIFF").decode(), "mimeType": "audio/wav"}}], "isError": True}}))
+''']
+output = "mcp"
+"""
+
+
+def test_binary_content_goes_to_files_never_to_stdout(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text(IMAGES)
+    plain = subprocess.run(mcpwrap_cmd("call", str(tools), "png"), capture_output=True, text=True, timeout=HANG_S)
+    assert plain.returncode == 0 and plain.stdout.strip() == ""
+    said = re.fullmatch(r"wrote image/png, (\d+) bytes, to (\S+\.png)\n", plain.stderr)
+    assert said and int(said[1]) == len(PNG), plain.stderr
+    written = Path(said[2])
+    assert written.read_bytes() == PNG
+    written.unlink()
+
+    out = tmp_path / "chart.png"
+    both = subprocess.run(mcpwrap_cmd("call", str(tools), "two", "--output", str(out)), capture_output=True,
+                          text=True, timeout=HANG_S)
+    assert (both.returncode, both.stdout) == (1, "two charts\n")
+    assert out.read_bytes() == PNG and (tmp_path / "chart-2.png").read_bytes() == b"RIFF"
+    assert f"wrote audio/wav, 4 bytes, to {tmp_path / 'chart-2.png'}" in both.stderr
+
+    as_json = subprocess.run(mcpwrap_cmd("call", str(tools), "png", "--json", "-o", str(tmp_path / "no.png")),
+                             capture_output=True, timeout=HANG_S)
+    assert json.loads(as_json.stdout)["content"][0]["data"] == base64.b64encode(PNG).decode()
+    assert not (tmp_path / "no.png").exists()
+
+    shown = run_on_terminal(mcpwrap_cmd("call", str(tools), "png", "-o", str(tmp_path / "t.png")), {**os.environ})
+    assert PNG[:4] not in shown and b"wrote image/png" in shown
