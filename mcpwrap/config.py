@@ -35,6 +35,20 @@ ANNOTATION_KEYS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool,
                    "idempotentHint": bool, "openWorldHint": bool}
 # Keys of an args.NAME table that belong to mcpwrap, not to JSON Schema.
 ARG_OWN_KEYS = {"flag", "elicit", "optional"}
+# The JSON Schema 2020-12 keywords an args.NAME table may use at its top level (nested
+# schemas are JSON Schema proper, left to the meta-schema). JSON Schema ignores unknown
+# keywords, so without this list a typo ('optinal', 'defualt') would silently do nothing.
+# Left out: $ref/$defs/$id/$anchor (the fragment is published inside the tool's inputSchema,
+# where '#/...' would resolve against that root, not the fragment), if/then/else and the
+# unevaluated*/dependent* keywords (rare in one argument, and easy to misspell unnoticed).
+ARG_SCHEMA_KEYS = {
+    "type", "description", "title", "default", "enum", "const", "examples", "deprecated",
+    "readOnly", "writeOnly", "format", "pattern", "minLength", "maxLength", "contentMediaType",
+    "contentEncoding", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains", "properties",
+    "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
+    "maxProperties", "anyOf", "oneOf", "allOf", "not"}
+ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 
 
 @dataclass(frozen=True)
@@ -424,11 +438,10 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
     annotations = r.typed(t, key, "annotations", dict, {})
+    r.keys(annotations, key + ("annotations",), set(ANNOTATION_KEYS))
     for ann, value in annotations.items():
         expected = ANNOTATION_KEYS.get(ann)
-        if expected is None:
-            r.problem(key + ("annotations", ann), f"unknown annotation '{ann}' (known: {', '.join(ANNOTATION_KEYS)})")
-        elif not isinstance(value, expected):
+        if expected is not None and not isinstance(value, expected):
             r.problem(key + ("annotations", ann), f"annotation '{ann}' must be {_TYPE_NAMES[expected]}")
     env = {**defaults["env"], **_read_env(r, t, key)}
     return Tool(
@@ -465,6 +478,7 @@ def _read_args(r: _Reader, t: dict[str, Any], key: tuple[str, ...]) -> list[Arg]
             r.problem(akey, f"argument name '{name}' must match [A-Za-z_][A-Za-z0-9_]* (it becomes MCP_ARG_{name.upper()})")
         if not _is_table(r, akey, fragment):
             continue
+        r.keys(fragment, akey, ARG_KEYS)
         schema = {k: v for k, v in fragment.items() if k not in ARG_OWN_KEYS}
         flag = r.typed(fragment, akey, "flag", str)
         if flag is not None and schema.get("type") != "boolean":

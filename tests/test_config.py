@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -44,12 +45,12 @@ def test_every_broken_fixture_is_covered() -> None:
 
 def test_check_command_exit_codes(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "mcpwrap", "check", str(BROKEN / "misspelt_key.toml")],
-                         capture_output=True, text=True, timeout=30)
+                         check=False, capture_output=True, text=True, timeout=30)
     assert bad.returncode != 0
     assert f"{BROKEN / 'misspelt_key.toml'}:2:1: unknown key" in bad.stderr
     good = tmp_path / "ok.toml"
     good.write_text('[tools.echo]\ncommand = ["echo"]\n')
-    ok = subprocess.run([sys.executable, "-m", "mcpwrap", "check", str(good)], capture_output=True, text=True, timeout=30)
+    ok = subprocess.run([sys.executable, "-m", "mcpwrap", "check", str(good)], check=False, capture_output=True, text=True, timeout=30)
     assert ok.returncode == 0, ok.stderr
 
 
@@ -109,3 +110,98 @@ def test_elicit_needs_a_primitive(tmp_path: Path) -> None:
     path.write_text('[tools.t]\ncommand = ["x"]\nargs.o = { type = "object", elicit = true }\n')
     with pytest.raises(config.ConfigError, match="'elicit' needs"):
         config.load(path)
+
+
+# (TOML of the typo, its line and column, the message): an argument table in both spellings,
+# nested and inline, and the annotations table; each typo silently did nothing before.
+TYPOS = {
+    "optinal": ('[tools.t.args.a]\ntype = "string"\noptinal = true\n', 5, 1,
+                "unknown key 'tools.t.args.a.optinal' (did you mean 'optional'?)"),
+    "defualt": ('args.a = { type = "string", defualt = "x" }\n', 3, 29,
+                "unknown key 'tools.t.args.a.defualt' (did you mean 'default'?)"),
+    "descripton": ('args.a.type = "string"\nargs.a.descripton = "the a"\n', 4, 1,
+                   "unknown key 'tools.t.args.a.descripton' (did you mean 'description'?)"),
+    "readOnlyHnt": ('annotations = { readOnlyHnt = true }\n', 3, 17,
+                    "unknown key 'tools.t.annotations.readOnlyHnt' (did you mean 'readOnlyHint'?)"),
+}
+
+
+@pytest.mark.parametrize("typo", sorted(TYPOS))
+def test_typos_in_nested_tables_are_located(typo: str, tmp_path: Path) -> None:
+    body, line, col, message = TYPOS[typo]
+    path = tmp_path / "t.toml"
+    path.write_text('[tools.t]\ncommand = ["x"]\n' + body)
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(path)
+    assert [str(p) for p in caught.value.problems] == [f"{path}:{line}:{col}: {message}"]
+
+
+def test_argument_tables_accept_the_schema_vocabulary(tmp_path: Path) -> None:
+    """Every accepted keyword loads (none is refused by mistake) and reaches the inputSchema."""
+    path = tmp_path / "t.toml"
+    path.write_text("""
+[tools.t]
+command = ["x", "{a}", "{n}", "{o}"]
+[tools.t.args.a]
+type = "string"
+title = "A"
+description = "d"
+minLength = 1
+maxLength = 9
+pattern = "^x"
+format = "hostname"
+examples = ["x"]
+deprecated = false
+readOnly = false
+writeOnly = false
+contentMediaType = "text/plain"
+contentEncoding = "7bit"
+default = "x"
+enum = ["x", "xy"]
+[tools.t.args.n]
+type = "integer"
+minimum = 0
+maximum = 9
+exclusiveMinimum = -1
+exclusiveMaximum = 10
+multipleOf = 1
+const = 3
+optional = true
+[tools.t.args.o]
+anyOf = [{ type = "object" }]
+oneOf = [{ type = "object" }]
+allOf = [{ type = "object" }]
+not = { type = "null" }
+required = ["k"]
+additionalProperties = false
+patternProperties = { "^k" = {} }
+propertyNames = { pattern = "^k" }
+minProperties = 1
+maxProperties = 2
+elicit = false
+properties = { k = { type = "string" } }
+[tools.t.args.l]
+type = "array"
+items = { type = "string" }
+prefixItems = [{ type = "string" }]
+minItems = 0
+maxItems = 3
+uniqueItems = true
+contains = { type = "string" }
+[tools.t.args.f]
+type = "boolean"
+flag = "-f"
+""")
+    tool = config.load(path).tool("t")
+    assert tool is not None
+    used = set().union(*(a.schema for a in tool.args)) | {"flag", "optional", "elicit"}
+    assert used == config.ARG_KEYS
+
+
+def test_schema_file_lists_the_argument_keys() -> None:
+    """tools-file.schema.json refuses the same unknown argument keys as the loader."""
+    doc = json.loads((Path(config.__file__).parent / "tools-file.schema.json").read_text())
+    arg = doc["$defs"]["arg"]
+    assert set(arg["propertyNames"]["enum"]) == config.ARG_KEYS
+    assert set(arg["properties"]) == config.ARG_OWN_KEYS
+    assert set(doc["$defs"]["tool"]["properties"]["annotations"]["properties"]) == set(config.ANNOTATION_KEYS)
