@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import pty
+import re
 import select
 import subprocess
 import time
