@@ -215,7 +215,7 @@ import sys, trio
 from pathlib import Path
 from mcpwrap import config, runner
 spec = config.loads('''[tools.t]
-shell = "echo {line} >&2; echo intact"
+shell = "for i in $(seq 50); do echo {line} >&2; done; echo intact"
 progress = '(a+)+b'
 '''.encode(), Path("tools.toml")).tool("t")
 warnings = []
