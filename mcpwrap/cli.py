@@ -133,16 +133,19 @@ def _binary_blocks(result: Any) -> list[tuple[str, bytes]]:
 
 
 def _write_binary(result: Any, output: Path | None) -> None:
-    """Write binary content to files, never to stdout, and say on stderr where each went.
+    """Write binary content to files, never to stdout, and say on stderr where each went (or that none came).
 
     The first block goes to `output`, the n-th to `output` with "-n" before its suffix; without
     `output`, each goes to a new temporary file (0600, as mkstemp makes it) named after its type.
     """
-    import mimetypes
-    import tempfile
-
-    for n, (mime, data) in enumerate(_binary_blocks(result), start=1):
+    blocks = _binary_blocks(result)
+    if output is not None and not blocks:
+        print(f"mcpwrap: no binary content; nothing written to {output}", file=sys.stderr)
+    for n, (mime, data) in enumerate(blocks, start=1):
         if output is None:
+            import mimetypes      # here: a text-only call should not pay for them
+            import tempfile
+
             fd, name = tempfile.mkstemp(prefix="mcpwrap-", suffix=mimetypes.guess_extension(mime) or ".bin")
             with os.fdopen(fd, "wb") as f:
                 f.write(data)

@@ -116,6 +116,9 @@ print(json.dumps({{"content": [{{"type": "text", "text": "two charts"}},
     {{"type": "audio", "data": base64.b64encode(b"RIFF").decode(), "mimeType": "audio/wav"}}], "isError": True}}))
 ''']
 output = "mcp"
+
+[tools.words]
+command = ["echo", "no chart"]
 """
 
 
@@ -141,6 +144,10 @@ def test_binary_content_goes_to_files_never_to_stdout(tmp_path: Path) -> None:
                              capture_output=True, timeout=HANG_S)
     assert json.loads(as_json.stdout)["content"][0]["data"] == base64.b64encode(PNG).decode()
     assert not (tmp_path / "no.png").exists()
+    words = subprocess.run(mcpwrap_cmd("call", str(tools), "words", "-o", str(tmp_path / "none.png")),
+                           capture_output=True, text=True, timeout=HANG_S)
+    assert (words.returncode, words.stdout) == (0, "no chart\n") and not (tmp_path / "none.png").exists()
+    assert "no binary content; nothing written to" in words.stderr
 
     shown = run_on_terminal(mcpwrap_cmd("call", str(tools), "png", "-o", str(tmp_path / "t.png")), {**os.environ})
     assert PNG[:4] not in shown and b"wrote image/png" in shown
