@@ -21,9 +21,9 @@ be sure. `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
-a stopped match loses its line, and once stopped matches have spent that
-much CPU (thread time: a merely preempted match costs next to none) the
-pattern is reported once and dropped for the call. JSON from
+a match stopped while it was merely preempted is tried again, and once
+stopped matches have spent that much CPU (thread time) the pattern is
+reported once and dropped for the call. JSON from
 `output = "json"`/`"mcp"` nested deeper than `OUTPUT_DEPTH` is an error result.
 """
 
@@ -61,6 +61,7 @@ FLUSH_S = 0.25              # after the call's processes are ended, the pipes ge
 POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
 PROGRESS_WINDOW = 1024      # characters of a line a progress pattern sees
 MATCH_LIMIT_S = 0.002       # one progress match may hold the loop this long
+MATCH_TRIES = 5             # a match stopped while barely running (preempted) is tried again, this often
 OUTPUT_DEPTH = 64           # nesting allowed in a command's JSON (it is written back a few levels down)
 CALL_ENV = "MCPWRAP_CALL"
 CONTAINMENT_ENV = "MCPWRAP_CONTAINMENT"
@@ -137,19 +138,24 @@ class _ProgressTracker:
     def line(self, text: str) -> None:
         if self.pattern is None or self.on_progress is None:
             return
-        cpu = time.thread_time()
-        try:
-            match = bounded_search(self.pattern, text[:PROGRESS_WINDOW], MATCH_LIMIT_S)
-        except MatchTimeout:
-            # The alarm is wall-clock: on a busy machine it also stops a match that was merely
-            # preempted. Such a line is skipped; the pattern goes once stopped matches add up to
-            # MATCH_LIMIT_S of CPU, which a fast pattern never reaches.
-            self.overrun_cpu += time.thread_time() - cpu
-            if self.overrun_cpu >= MATCH_LIMIT_S:
-                self.pattern = None
-                self.on_warning(f"{self.tool_name}: the progress pattern ran over {MATCH_LIMIT_S * 1000:g} ms "
-                                "of CPU; progress is off for the rest of this call")
-            return
+        window = text[:PROGRESS_WINDOW]
+        for _ in range(MATCH_TRIES):
+            cpu = time.thread_time()
+            try:
+                match = bounded_search(self.pattern, window, MATCH_LIMIT_S)
+                break
+            except MatchTimeout:
+                # The alarm is wall-clock: on a busy machine it also stops a match that was merely
+                # preempted, which is tried again. The pattern goes once stopped matches add up to
+                # MATCH_LIMIT_S of CPU, which a fast pattern never reaches.
+                self.overrun_cpu += time.thread_time() - cpu
+                if self.overrun_cpu >= MATCH_LIMIT_S:
+                    self.pattern = None
+                    self.on_warning(f"{self.tool_name}: the progress pattern ran over {MATCH_LIMIT_S * 1000:g} ms "
+                                    "of CPU; progress is off for the rest of this call")
+                    return
+        else:
+            return                        # preempted every time: this line gives no progress
         if not match:
             return
         groups = match.groupdict()

@@ -231,6 +231,26 @@ def test_catastrophic_user_pattern_is_stopped(tmp_path: Path) -> None:
     assert done.stdout.split() == ["'intact\\n'", "1"], done.stdout + done.stderr
 
 
+def test_a_match_stopped_while_preempted_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The alarm is wall-clock; a busy machine must not cost a fast pattern its progress lines."""
+    real = runner.bounded_search
+    stops = iter([True, True])                 # the first two attempts are "preempted": stopped, no CPU spent
+
+    def preempted_then_real(pattern: Any, text: str, limit: float) -> Any:
+        if next(stops, False):
+            raise runner.MatchTimeout
+        return real(pattern, text, limit)
+
+    monkeypatch.setattr(runner, "bounded_search", preempted_then_real)
+    spec = config.loads(b"[tools.t]\ncommand = ['true']\nprogress = '(\\d+)/(\\d+)'\n", Path("t.toml")).tool("t")
+    assert spec is not None
+    seen: list[Any] = []
+    warnings: list[str] = []
+    tracker = runner._ProgressTracker(spec, lambda p, t, m: seen.append((p, t)), warnings.append)
+    tracker.line("step 2/3")
+    assert seen == [(2.0, 3.0)] and warnings == [] and tracker.pattern is not None
+
+
 def test_match_guard_stops_a_runaway_match_and_restores_signals() -> None:
     before = signal.getsignal(signal.SIGALRM)
     with pytest.raises(runner.MatchTimeout):        # unguarded, this match runs for hours
