@@ -61,6 +61,8 @@ FLUSH_S = 0.25              # after the call's processes are ended, the pipes ge
 POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
 PROGRESS_WINDOW = 1024      # characters of a line a progress pattern sees
 MATCH_LIMIT_S = 0.002       # one progress match may hold the loop this long
+EXEC_RETRIES = 5            # passes of a tag sweep over processes caught mid-exec
+RECENT_S = 10.0             # ...which started this recently (an old process with no environment has none)
 MATCH_TRIES = 5             # a match stopped while barely running (preempted) is tried again, this often
 OUTPUT_DEPTH = 64           # nesting allowed in a command's JSON (it is written back a few levels down)
 CALL_ENV = "MCPWRAP_CALL"
@@ -220,34 +222,64 @@ def _write(path: str, data: str) -> None:
         os.close(fd)
 
 
+def _mid_exec(pid: str) -> bool:
+    """Whether an empty environment read may be a live process between exec's mm switch and its new stack.
+
+    Zombies, kernel threads and processes started long ago (pid 1 often has no environment at all)
+    are not: only a process that started in the last few seconds is worth a second look.
+    """
+    stat = proc_stat(pid)
+    if stat is None or stat[0] == b"Z" or stat[1] in (b"0", b"2") or pid == "2":
+        return False
+    try:
+        uptime = float(_read("/proc/uptime").split()[0])
+    except (IndexError, ValueError):
+        return True
+    return uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK") < RECENT_S
+
+
 def kill_tagged(name: str, values: Collection[str]) -> None:
     """SIGKILL every other process whose environment holds name=value for one of values.
 
     A match is signalled through a pidfd opened before its environment is read
-    again, so a pid reused meanwhile is never hit.
+    again, so a pid reused meanwhile is never hit. A process caught mid-exec (its
+    environment reads empty for a moment) is looked at again, a few times.
     """
     needles = {f"{name}={value}".encode() for value in values}
 
-    def tagged(pid: str) -> bool:
-        return not needles.isdisjoint(_read(f"/proc/{pid}/environ").split(b"\0"))
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return
-    for entry in filter(str.isdigit, entries):
-        if entry == str(os.getpid()) or not tagged(entry):
-            continue
+    def tagged(pid: str, environ: bytes | None = None) -> bool:
+        environ = _read(f"/proc/{pid}/environ") if environ is None else environ
+        return not needles.isdisjoint(environ.split(b"\0"))
+
+    def kill(pid: str) -> None:
         try:
-            pidfd = os.pidfd_open(int(entry))
+            pidfd = os.pidfd_open(int(pid))
         except OSError:
-            continue                                    # gone already
+            return                                      # gone already
         try:
-            if tagged(entry):
+            if tagged(pid):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
         except OSError:
             pass
         finally:
             os.close(pidfd)
+
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit() and e != str(os.getpid())]
+    except OSError:
+        return
+    for _ in range(EXEC_RETRIES):
+        unsure = []
+        for entry in entries:
+            environ = _read(f"/proc/{entry}/environ")
+            if tagged(entry, environ):
+                kill(entry)
+            elif not environ and _mid_exec(entry):
+                unsure.append(entry)
+        if not unsure:
+            return
+        entries = unsure
+        time.sleep(0.01)
 
 
 @dataclass
@@ -419,7 +451,10 @@ class _Call:
             if not low < high <= low + 256:             # wrapped around, or too busy to chase
                 return False
             for pid in range(low + 1, high + 1):
-                if needle in _read(f"/proc/{pid}/environ").split(b"\0"):
+                environ = _read(f"/proc/{pid}/environ")
+                if not environ and _mid_exec(str(pid)):
+                    return False                        # caught mid-exec: the end-of-call sweep must look again
+                if needle in environ.split(b"\0"):
                     try:
                         _write(procs, str(pid))
                     except ProcessLookupError:

@@ -363,3 +363,24 @@ def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> 
         await process.stdout.aclose()
     trio.run(main)
     until(lambda: gone(mark), "the early fork to be killed")
+
+
+def test_a_process_caught_mid_exec_is_looked_at_again(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between exec's mm switch and its new stack a process's environment reads empty: the sweep must retry."""
+    sleeper = subprocess.Popen(["sleep", "1031"], env={**os.environ, "MARK": mark, runner.CALL_ENV: mark})
+    try:
+        real = runner._read
+        first = {f"/proc/{sleeper.pid}/environ"}
+
+        def once_empty(path: str) -> bytes:
+            if path in first:
+                first.discard(path)
+                return b""                          # the first look lands mid-exec
+            return real(path)
+
+        monkeypatch.setattr(runner, "_read", once_empty)
+        runner.kill_tagged(runner.CALL_ENV, [mark])
+        assert sleeper.wait(timeout=HANG_S) == -signal.SIGKILL
+    finally:
+        sleeper.kill()
+        sleeper.wait()
