@@ -695,8 +695,7 @@ def describe(record: TaskRecord, store: Store) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3 or not valid_id(args[1]):
-        print("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE (started by mcpwrap serve)",
-              file=sys.stderr)
+        sys.stderr.write("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE (started by mcpwrap serve)\n")
         return 2
     try:
         return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
