@@ -15,6 +15,7 @@ and the fix; `.problem` and `.fix` let a caller phrase it its own way.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -65,6 +66,14 @@ def open_private(path: Path | str, flags: int = os.O_RDONLY, *, directory: bool 
         os.close(fd)
         raise
     return fd
+
+
+def private_dir(directory: Path, create: bool = True) -> int:
+    """The directory as a checked fd (`open_private`), made 0700 first when `create` and it is missing."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700)
+    return open_private(directory, directory=True)
 
 
 def fsync_dir(directory: Path) -> None:

@@ -57,7 +57,7 @@ from typing import Any
 
 import orjson
 
-from mcpwrap.durable import UnsafePathError, open_private, write_atomic
+from mcpwrap.durable import UnsafePathError, open_private, private_dir, write_atomic
 
 DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
 ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long
@@ -360,10 +360,9 @@ class NonceLedger:
         """The ledger directory as an fd, created 0700; it and the state dir are checked like the
         secret file (ours, a real directory, no group/world write) on their open fds."""
         try:
-            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.close(open_private(self.state_dir, directory=True))
-            self.path.mkdir(mode=0o700, exist_ok=True)
-            return open_private(self.path, directory=True)
+            self.state_dir.parent.mkdir(parents=True, exist_ok=True)
+            os.close(private_dir(self.state_dir))
+            return private_dir(self.path)
         except UnsafePathError as exc:
             raise LedgerError(f"nonce ledger {self.path} is unsafe: {exc}") from None
         except OSError as exc:

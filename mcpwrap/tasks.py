@@ -62,7 +62,7 @@ import trio
 
 from mcpwrap import config as config_module
 from mcpwrap import runner, signing
-from mcpwrap.durable import UnsafePathError, open_private, write_atomic
+from mcpwrap.durable import UnsafePathError, open_private, private_dir, write_atomic
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -160,7 +160,7 @@ class Store:
             if create:
                 state_dir.parent.mkdir(parents=True, exist_ok=True)
             for directory in (state_dir, self.root.parent, self.root):
-                _private_dir(directory, create)
+                os.close(private_dir(directory, create))
         except FileNotFoundError:
             return False
         self._checked = True
@@ -222,7 +222,7 @@ class Store:
         """A running slot for `task_id`: an fd holding the flock on running/<id>, for its supervisor
         to inherit. TooManyTasks when `max_running` slots are held already."""
         self.ready(create=True)
-        _private_dir(self.running, create=True)
+        os.close(private_dir(self.running))
         with self._flocked(self.running / ".lock"):
             held = sum(self._held(self.running / name) for name in os.listdir(self.running) if valid_id(name))
             if held >= max_running:
@@ -376,13 +376,6 @@ class Store:
             pass
         marker.touch()
         self.gc()
-
-
-def _private_dir(directory: Path, create: bool) -> None:
-    if create:
-        with contextlib.suppress(FileExistsError):
-            directory.mkdir(mode=0o700)
-    os.close(open_private(directory, directory=True))
 
 
 def _summary(result: Mapping[str, Any]) -> str:
