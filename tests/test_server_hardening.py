@@ -21,6 +21,7 @@ import pytest
 import trio
 
 from mcpwrap import jsonrpc
+from mcpwrap import server as server_module
 from mcpwrap.server import Outbox
 from tests.harness import HANG_S, MODERN, Server, mcpwrap_cmd, modern_meta, until
 from tests.procs import with_env
@@ -331,3 +332,43 @@ def test_eof_with_term_ignoring_calls_exits_and_leaves_nothing(tmp_path: Path) -
         assert not any("Traceback" in line for line in server.stderr), server.stderr
     finally:
         server.close()
+
+
+def test_an_answer_that_cannot_be_encoded_becomes_an_error_for_its_id() -> None:
+    """The last line of defence behind the depth checks: orjson cannot write 255 levels."""
+    nested: Any = {}
+    for _ in range(300):
+        nested = [nested]
+    answer = server_module._encodable({"jsonrpc": "2.0", "id": 7, "result": {"structuredContent": nested}})
+    assert answer["id"] == 7 and answer["error"]["code"] == jsonrpc.INTERNAL_ERROR
+    jsonrpc.encode(answer)                     # and that one can be written
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": nested}}
+    assert server_module._encodable(note) is note      # a notification has no id to answer: it is not sent
+
+
+def test_serve_takes_the_hard_open_files_limit(tools: Path, tmp_path: Path) -> None:
+    """500 concurrent calls hold pipes: a soft RLIMIT_NOFILE of 256 must not be a cliff."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"the hard limit here is {hard}")
+
+    def low_soft_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+
+    proc = subprocess.Popen(
+        mcpwrap_cmd("serve", str(tools), "--secret-file", str(tmp_path / "secret"), "--state-dir",
+                    str(tmp_path / "state"), "--no-watch"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=low_soft_limit)
+    assert proc.stdin and proc.stdout
+    try:
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":0,"method":"ping"}\n')
+        proc.stdin.flush()
+        assert b'"id":0' in proc.stdout.readline()       # serving: the limit is raised by now
+        line = next(x for x in Path(f"/proc/{proc.pid}/limits").read_text().splitlines()
+                    if x.startswith("Max open files"))
+        assert int(line.split()[3]) > 256, line
+    finally:
+        proc.kill()
+        proc.wait()
