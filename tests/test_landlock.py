@@ -148,6 +148,14 @@ def test_a_sandboxed_child_cannot_reach_an_abstract_socket_outside() -> None:
         assert attempt(Policy(read=RUNTIME, write=(), network=True), statement) == "EPERM"
 
 
+@needs_landlock
+def test_enforce_sets_no_new_privs() -> None:
+    """Root could restrict itself without it (CAP_SYS_ADMIN); a setuid tool must still not gain privileges."""
+    get = "import ctypes; print(ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))"     # PR_GET_NO_NEW_PRIVS
+    done = sandboxed(Policy(read=RUNTIME, write=(), network=True), [PYTHON, "-I", "-S", "-c", get])
+    assert (done.returncode, done.stdout) == (0, "1\n"), done.stderr
+
+
 def _enforce_errno(fd: int) -> int:
     """enforce(fd) in a forked child (it restricts for good); its exit code is the errno, 0 if none."""
     pid = os.fork()
