@@ -25,8 +25,9 @@ What an older ABI cannot enforce (`missing`), read from the kernel's uapi docume
 - ABI < 6: signal and abstract-socket scoping. ABI 7 adds audit-log flags only.
 Never restricted at any ABI (`describe`): UDP, raw and other non-TCP sockets, connecting to
 pathname unix sockets, chmod/chown/utime/setxattr/stat, and files open before `enforce`.
-MPTCP counts as non-TCP: on 6.18 with net.mptcp.enabled=1, socket(AF_INET, SOCK_STREAM,
-IPPROTO_MPTCP) connects under `network = false` (seen here), so that is no network wall.
+MPTCP counts as non-TCP (Landlock keeps TCP rights to TCP sockets on purpose): with
+net.mptcp.enabled=1, socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP) connects under
+`network = false` (checked on Linux 6.18, ABI 7), so that alone is no network wall.
 
 Syscalls 444-446 are the generic numbers every architecture shares since Linux 5.1 except
 alpha and mips (offset tables); elsewhere Landlock counts as unavailable rather than risk a
@@ -37,7 +38,7 @@ syscalls with ctypes, but for the filesystem only: its ruleset attribute has no
 handled_access_net or scoped field, so neither `network = false` nor scoping (ABI 4, 6)
 can be expressed. It has no ABI cap for tests, gives dir-only rights to a file path unless
 told otherwise (EINVAL), decides failure from errno rather than the -1 return, and would be
-a sixth dependency for what is here about a hundred lines.
+a sixth dependency for what takes a few dozen lines of ctypes here.
 """
 
 from __future__ import annotations
@@ -159,10 +160,12 @@ def describe(policy: Policy, abi: int) -> list[str]:
     """Lines for `mcpwrap check`: what the sandbox enforces on this ABI, and what it does not."""
     if abi < 1:
         return [UNAVAILABLE]
-    lines = [f"Landlock ABI {abi}: files outside the read and write paths cannot be read, written or executed"]
+    lines = [f"Landlock ABI {abi}: only read and write paths can be read or executed, only write paths changed"]
     if abi < 2:
         lines.append("moving or linking a file into another directory is denied, even inside write paths")
-    if not policy.network and abi >= 4:
+    if policy.network:
+        lines.append("the network is not restricted (network = true)")
+    elif abi >= 4:
         lines.append("TCP bind and connect are denied")
     if abi >= 6:
         lines.append("signals and abstract unix sockets cannot reach processes outside the sandbox")

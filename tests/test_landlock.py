@@ -231,3 +231,4 @@ def test_describe_says_what_is_and_is_not_enforced() -> None:
     assert "TCP bind and connect are denied" not in older
     assert set(landlock.missing(offline, 3)) <= set(older)
     assert any("another directory" in line for line in landlock.describe(offline, 1))
+    assert "the network is not restricted (network = true)" in landlock.describe(Policy(("/usr",), (), True), 7)
