@@ -9,8 +9,9 @@ call's own cgroups away once the runner has ended its processes.
 
 Mechanisms, per limit:
 - memory: a cgroup capping the call's whole tree where one is usable (v2 memory.max with
-  memory.swap.max 0; v1 memory.limit_in_bytes with memsw), told by its oom_kill count, not by
-  failcnt / "max", which also count page cache reclaimed at the limit with nothing failing.
+  memory.swap.max 0; v1 memory.limit_in_bytes with memsw), told by an OOM kill in it while at
+  its limit; reaching the limit alone (failcnt, "max") is not it: page cache is reclaimed there
+  with nothing failing.
   RLIMIT_AS only where no memory cgroup is usable: address space is not memory (a JVM, Go or
   a sanitizer reserves far more than it touches), and at the same size it would fire first, as
   a failed allocation that only stderr shows (`SIGNS`).
@@ -191,9 +192,19 @@ class _Cgroup:
         return [("memory.limit_in_bytes", value, True), ("memory.memsw.limit_in_bytes", value, False)]
 
     def hit(self) -> bool:
+        """The limit stopped something: a fork failed at pids.max, or a member was OOM-killed at this limit.
+
+        oom_kill counts victims in this cgroup whoever's limit ran out (a machine-wide OOM too),
+        so this cgroup's own limit must also have been reached: v2 "oom"; v1 by the usage high
+        mark (its failcnt stays 0 on recent kernels).
+        """
         if self.limit == "processes":
             return _count(f"{self.path}/pids.events", "max") > 0
-        return _count(f"{self.path}/{'memory.events' if self.v2 else 'memory.oom_control'}", "oom_kill") > 0
+        if self.v2:
+            return _count(f"{self.path}/memory.events", "oom_kill") > 0 and _count(f"{self.path}/memory.events", "oom") > 0
+        peak, limit = (_read(f"{self.path}/memory.{name}").strip() for name in ("max_usage_in_bytes", "limit_in_bytes"))
+        return (_count(f"{self.path}/memory.oom_control", "oom_kill") > 0
+                and peak.isdigit() and limit.isdigit() and int(peak) >= int(limit))
 
 
 @dataclass(frozen=True)
@@ -275,8 +286,9 @@ class CallLimits:
             return limits.sentence("cpu")
         if limits.file_size is not None and died == signal.SIGXFSZ:
             return limits.sentence("file_size")
-        return next((limits.sentence(name) for name, signs in SIGNS.items()
-                     if getattr(limits, name) is not None and any(sign in tail for sign in signs)), None)
+        capped = {group.limit for group in self.cgroups}    # a memory cgroup OOM-kills; no allocation fails
+        return next((limits.sentence(name) for name, signs in SIGNS.items() if getattr(limits, name) is not None
+                     and name not in capped and any(sign in tail for sign in signs)), None)
 
     def remove(self) -> bool:
         """One pass: SIGKILL what is left in the call's own cgroups and remove them; True once all are gone.

@@ -221,12 +221,23 @@ def test_v2_controllers_are_used_in_the_runners_call_cgroup(tmp_path: Path, call
         "memory.max": str(64 * MiB), "memory.swap.max": "0", "pids.max": "16"}
     assert [which for which, _, _ in call.rlimits] == [resource.RLIMIT_CPU]    # no RLIMIT_AS under a memory cgroup
     assert call.exceeded() is None
+    (v2_dir / "memory.events").write_text("oom 0\noom_kill 1\n")         # a victim of some other OOM
+    assert call.exceeded() is None and call.explain(-signal.SIGKILL, "MemoryError") is None
     (v2_dir / "memory.events").write_text("oom 1\noom_kill 1\n")
     assert call.explain(-signal.SIGKILL, "") == "exceeded memory limit 64MiB"
     (v2_dir / "memory.events").write_text("oom 0\noom_kill 0\n")
     (v2_dir / "pids.events").write_text("max 3\n")
     assert call.exceeded() == "exceeded processes limit 16"
     assert call.remove() and v2_dir.is_dir()                                   # the runner's to remove
+
+
+@pytest.mark.parametrize("peak, named", [(32 * MiB, False), (64 * MiB, True)])
+def test_a_v1_oom_kill_is_the_limit_only_once_usage_reached_it(tmp_path: Path, peak: int, named: bool) -> None:
+    for name, text in [("oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"), ("failcnt", "0\n"),
+                       ("limit_in_bytes", f"{64 * MiB}\n"), ("max_usage_in_bytes", f"{peak}\n")]:
+        (tmp_path / f"memory.{name}").write_text(text)
+    call = CallLimits(Limits(memory=64 * MiB), (limits._Cgroup("memory", str(tmp_path), v2=False, owned=False),))
+    assert call.exceeded() == ("exceeded memory limit 64MiB" if named else None)
 
 
 def test_a_v2_controller_the_parent_does_not_offer_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
