@@ -120,20 +120,15 @@ def _v1_base(controller: str) -> str | None:
 
 
 @functools.cache
-def _v1_server_dir(controller: str) -> str | None:
-    """One directory for this process's calls in the controller's v1 hierarchy, removed at exit.
+def _v1_server_dir(base: str) -> str:
+    """One directory for this process's calls under base, our cgroup in a v1 hierarchy; removed at exit.
 
     Named like the runner's v2 one, by pid namespace and pid, so one whose owner is gone (killed
-    before its exit handler) is told apart and cleared here.
+    before its exit handler) is told apart and cleared here. OSError when it cannot be made.
     """
-    if (base := _own().get(controller)) is None:
-        return None
     prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
     path = os.path.join(base, f"{prefix}{os.getpid()}")
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:
-        return None
+    os.makedirs(path, exist_ok=True)
     atexit.register(_remove_server_dir, path)
     for stale in _subdirs(base):
         name = os.path.basename(stale)
@@ -220,7 +215,8 @@ class CallLimits:
         """Make and configure the call's cgroups, before the spawn; tag names the v1 directories.
 
         v2_dir is the runner's call cgroup, already made, where a v2 controller is used when
-        its parent can enable it. OSError when a usable cgroup could not be set up (none is left).
+        its parent can enable it. OSError when a cgroup that `available` offers could not be set
+        up (none is left behind): the call must not run without a limit it was promised.
         """
         cgroups: list[_Cgroup] = []
         try:
@@ -230,8 +226,8 @@ class CallLimits:
                 if v2_dir is not None and _v2_usable(os.path.dirname(v2_dir), controller, enable=True) \
                         and os.path.exists(f"{v2_dir}/{controller}.max"):
                     group = _Cgroup(name, v2_dir, v2=True, owned=False)
-                elif _v1_base(controller) and (server := _v1_server_dir(controller)) is not None:
-                    os.mkdir(path := os.path.join(server, tag))
+                elif (base := _v1_base(controller)) is not None:
+                    os.mkdir(path := os.path.join(_v1_server_dir(base), tag))
                     group = _Cgroup(name, path, v2=False, owned=True)
                 else:
                     continue

@@ -170,6 +170,21 @@ def test_remove_kills_what_is_left_and_leaves_no_directory(calls: Calls) -> None
     assert not {p.pid for p in procs.live()} & inside
 
 
+def test_a_cgroup_that_cannot_be_made_fails_the_call_and_leaves_nothing() -> None:
+    bases = {name: limits._v1_base(name) for name in ("memory", "pids")}
+    if None in bases.values():
+        pytest.skip(f"needs v1 memory and pids hierarchies: {limits.available()}")
+    tag = f"test-{secrets.token_hex(6)}"
+    taken = os.path.join(limits._v1_server_dir(bases["pids"]), tag)
+    os.mkdir(taken)                                 # the pids directory cannot be made: the memory one goes too
+    try:
+        with pytest.raises(FileExistsError):
+            CallLimits.create(Limits(memory=64 * MiB, processes=16), tag)
+        assert not os.path.exists(os.path.join(limits._v1_server_dir(bases["memory"]), tag))
+    finally:
+        os.rmdir(taken)
+
+
 def test_exit_handler_clears_the_per_process_directories(tmp_path: Path) -> None:
     script = ("import subprocess, sys\nfrom mcpwrap.limits import CallLimits, Limits\n"
               "call = CallLimits.create(Limits(memory=64 << 20, processes=16), 'left')\n"
