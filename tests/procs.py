@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-TAG = "MCPWRAP_TEST_RUN"
+TAG = "TEST_RUN_OF_MCPWRAP"   # not MCPWRAP_*: those never reach a tool
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def census(marker: str) -> list[int]:
     """Every live process whose environment carries the marker (all descendants inherit it)."""
-    return procs.with_env("MCPWRAP_CENSUS", marker)
+    return procs.with_env("CENSUS_OF_MCPWRAP", marker)
 
 
 def test_orphan_census_200_calls(tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
-    env = {"MCPWRAP_CENSUS": marker}
+    env = {"CENSUS_OF_MCPWRAP": marker}
     rng = random.Random(7)
     servers = [Server(FIXTURES / "census.toml", tmp_path / f"s{i}", env=env) for i in range(4)]
     try:

@@ -19,7 +19,7 @@ import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/type
 
 const EXPECTED_TOOLS = ['echo', 'slow', 'sleeper', 'status', 'media', 'fail'];
 const SLEEP_MARKER = '60.4217';          // sleeper's sleep duration in tests/fixtures/ts.toml
-const RUN_ENV = 'MCPWRAP_TS_RUN';        // set for the server, inherited by its tools: tells our processes apart
+const RUN_ENV = 'TS_RUN_OF_MCPWRAP';        // set for the server, inherited by its tools: tells our processes apart
 const CALL_TIMEOUT_MS = 30_000;          // hang guards only: every wait below ends on an event
 const WATCHDOG_MS = 55_000;              // below the pytest wrapper's 60 s subprocess timeout
 
