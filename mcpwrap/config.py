@@ -16,7 +16,7 @@ import re
 import stat
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ TASK_MODES = ("never", "optional", "always")
 ANNOTATION_KEYS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool,
                    "idempotentHint": bool, "openWorldHint": bool}
 # Keys of an args.NAME table that belong to mcpwrap, not to JSON Schema.
-ARG_OWN_KEYS = {"flag", "elicit", "optional"}
+ARG_OWN_KEYS = {"flag", "elicit", "optional", "within", "must_exist", "kind"}
 # The JSON Schema 2020-12 keywords an args.NAME table may use at its top level (nested
 # schemas are JSON Schema proper, left to the meta-schema). JSON Schema ignores unknown
 # keywords, so without this list a typo ('optinal', 'defualt') would silently do nothing.
@@ -69,16 +69,45 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
+class PathRule:
+    """A path argument: resolved (symlinks, '..') against the tool's cwd before anything runs."""
+    within: tuple[str, ...] = ()       # absolute roots it must stay under (none: anywhere)
+    must_exist: bool = False
+    kind: str | None = None            # "file" | "dir"
+
+
+@dataclass(frozen=True)
 class Arg:
     name: str
     schema: Mapping[str, Any]          # the JSON Schema fragment, mcpwrap keys removed
     required: bool
     flag: str | None = None            # boolean rendered as this flag when true
     elicit: bool = False               # ask the user when missing
+    path: PathRule | None = None
 
     @property
     def env_name(self) -> str:
         return "MCP_ARG_" + self.name.upper()
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """What a tool's processes may touch (Landlock); paths absolute, the system baseline included."""
+    read: tuple[str, ...]
+    write: tuple[str, ...]
+    network: bool
+    required: bool                     # False: run even where the kernel cannot enforce all of it
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one call's processes; None is unlimited."""
+    memory: int | None = None          # bytes
+    cpu_s: float | None = None
+    processes: int | None = None
+    open_files: int | None = None
+    file_size: int | None = None       # bytes
+    required: bool = True
 
 
 @dataclass(frozen=True)
@@ -105,6 +134,9 @@ class Tool:
     task_ttl_s: float = 3600.0
     task_poll_s: float = 1.0
     kill_grace_s: float = 2.0
+    sandbox: Sandbox | None = None
+    limits: Limits | None = None
+    env_inherit: bool | tuple[str, ...] = True   # the server's environment: all, none (PATH only), or these names
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -132,8 +164,31 @@ class Config:
     tools: tuple[Tool, ...]
     digest: str                        # SHA-256 of the file's bytes: binds requestState and tasks
 
+    @cached_property
+    def _by_name(self) -> dict[str, Tool]:
+        return {t.name: t for t in self.tools}
+
     def tool(self, name: str) -> Tool | None:
-        return next((t for t in self.tools if t.name == name), None)
+        """O(1): a call to the last of 10,000 tools costs what a call to the first does."""
+        return self._by_name.get(name)
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """Which of the file's tools a server exposes (`serve --read-only/--only/--exclude`)."""
+    read_only: bool = False
+    only: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
+
+    def unknown(self, config: Config) -> list[str]:
+        names = {t.name for t in config.tools}
+        return sorted((self.only | self.exclude) - names)
+
+    def apply(self, config: Config) -> Config:
+        return replace(config, tools=tuple(
+            t for t in config.tools
+            if (not self.only or t.name in self.only) and t.name not in self.exclude
+            and (not self.read_only or t.annotations.get("readOnlyHint") is True)))
 
 
 def parse_duration(value: Any) -> float:
@@ -256,8 +311,8 @@ class _Reader:
     def typed(self, table: Mapping[str, Any], key: tuple[str, ...], name: str,
               kind: type | tuple[type, ...], default: Any = None) -> Any:
         value = table.get(name, default)
-        if name in table and (not isinstance(value, kind) or isinstance(value, bool) and kind is not bool):
-            kinds = kind if isinstance(kind, tuple) else (kind,)
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if name in table and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
             self.problem(key + (name,), f"'{'.'.join(key + (name,))}' must be "
                          + " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds))
             return default
@@ -276,10 +331,23 @@ class _Reader:
 
 _TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number",
                list: "an array", dict: "a table"}
-SERVER_KEYS = {"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output"}
+# Keys a tool inherits from [server] and may override.
+CONFINEMENT_KEYS = {"sandbox", "limits", "env_inherit"}
+SERVER_KEYS = {"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output"} | CONFINEMENT_KEYS
 TOOL_KEYS = {"title", "description", "command", "shell", "args", "cwd", "env", "timeout",
              "max_output", "output", "output_schema", "annotations", "stdin", "success_codes",
-             "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace"}
+             "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace"} | CONFINEMENT_KEYS
+SANDBOX_KEYS = {"read", "write", "network", "system", "required"}
+LIMIT_KEYS = {"memory", "cpu", "processes", "open_files", "file_size", "required"}
+PATH_PLACEHOLDERS = ("cwd", "home")
+# What programs need to start and run, granted read-only unless `system = false`. Secrets such
+# as /etc/shadow or ~/.ssh are not here; /proc is not either (it shows every process).
+SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.cache",
+               "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/ssl",
+               "/etc/ca-certificates", "/etc/localtime", "/etc/nsswitch.conf", "/etc/passwd",
+               "/etc/group", "/dev/zero", "/dev/urandom", "/dev/random")
+SYSTEM_WRITE = ("/dev/null",)
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _closest(name: str, allowed: set[str]) -> str | None:
@@ -356,6 +424,9 @@ def _read_document(r: _Reader, doc: dict[str, Any], path: Path, digest: str) -> 
         "env": _read_env(r, server, key),
         "timeout": r.converted(server, key, "timeout", parse_duration, 60.0),
         "max_output": r.converted(server, key, "max_output", parse_size, 1024 * 1024),
+        "sandbox": _sandbox_table(r, server, key),
+        "limits": _limits_table(r, server, key) or {},
+        "env_inherit": _env_inherit(r, server, key, True),
     }
     tools_table = r.typed(doc, (), "tools", dict, {})
     if not tools_table:
@@ -394,7 +465,8 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
     if not TOOL_NAME.match(name):
         r.problem(key, f"tool name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
     r.keys(t, key, TOOL_KEYS)
-    args = _read_args(r, t, key)
+    cwd = (base_dir / t["cwd"]) if isinstance(t.get("cwd"), str) else defaults["cwd"]
+    args = _read_args(r, t, key, cwd)
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)
     misspelt = any(_closest(k, {"command", "shell"}) for k in t if k not in TOOL_KEYS)
@@ -451,7 +523,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         args=tuple(args),
         command=tuple(command) if command is not None and all(isinstance(c, str) for c in command) else None,
         shell=shell,
-        cwd=(base_dir / t["cwd"]) if isinstance(t.get("cwd"), str) else defaults["cwd"],
+        cwd=cwd,
         env=env,
         timeout_s=r.converted(t, key, "timeout", parse_duration, defaults["timeout"]),
         max_output=r.converted(t, key, "max_output", parse_size, defaults["max_output"]),
@@ -467,10 +539,110 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         task_ttl_s=r.converted(t, key, "task_ttl", parse_duration, 3600.0),
         task_poll_s=r.converted(t, key, "task_poll", parse_duration, 1.0),
         kill_grace_s=r.converted(t, key, "kill_grace", parse_duration, 2.0),
+        sandbox=_sandbox(r, t, key, defaults["sandbox"], cwd, args),
+        limits=_limits(r, t, key, defaults["limits"]),
+        env_inherit=_env_inherit(r, t, key, defaults["env_inherit"]),
     )
 
 
-def _read_args(r: _Reader, t: dict[str, Any], key: tuple[str, ...]) -> list[Arg]:
+def _expand_path(entry: str, cwd: Path) -> str:
+    """{cwd} and {home} filled, relative to cwd, normalised (symlinks are resolved when used)."""
+    text = entry.replace("{cwd}", str(cwd)).replace("{home}", str(Path.home()))
+    return os.path.normpath(cwd / text)
+
+
+def _paths(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...], name: str) -> list[str] | None:
+    entries = r.typed(table, key, name, list)
+    if entries is None:
+        return None
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str) or not entry:
+            r.problem(key + (name,), f"'{'.'.join(key + (name,))}[{i}]' must be a non-empty path")
+            return None
+        unknown = [n for n in placeholders(entry) if n not in PATH_PLACEHOLDERS]
+        if unknown:
+            r.problem(key + (name,), f"'{{{unknown[0]}}}' in '{'.'.join(key + (name,))}' is not a path "
+                      "placeholder (use {cwd} or {home})")
+            return None
+    return entries
+
+
+def _sandbox_table(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, Any] | None:
+    """The keys one [*.sandbox] table sets, checked; None when it is absent or false."""
+    raw = r.typed(table, key, "sandbox", (dict, bool))
+    if raw is True:
+        return {}
+    if not isinstance(raw, dict):
+        return None
+    skey = key + ("sandbox",)
+    r.keys(raw, skey, SANDBOX_KEYS)
+    found = {name: _paths(r, raw, skey, name) for name in ("read", "write") if name in raw}
+    found |= {name: r.typed(raw, skey, name, bool) for name in ("network", "system", "required") if name in raw}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _sandbox(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: Mapping[str, Any] | None,
+             cwd: Path, args: list[Arg]) -> Sandbox | None:
+    """The tool's effective sandbox: its own keys over the server's; `sandbox = false` opts out."""
+    if t.get("sandbox") is False:
+        return None
+    own = _sandbox_table(r, t, key)
+    if own is None and inherited is None:
+        return None
+    merged = {**(inherited or {}), **(own or {})}
+    system = merged.get("system", True)
+    roots = [root for a in args if a.path for root in a.path.within]   # what path arguments may name
+    read = [*(SYSTEM_READ if system else ()), *(_expand_path(p, cwd) for p in merged.get("read", ["{cwd}"])), *roots]
+    write = [*(SYSTEM_WRITE if system else ()), *(_expand_path(p, cwd) for p in merged.get("write", []))]
+    return Sandbox(read=tuple(dict.fromkeys(read)), write=tuple(dict.fromkeys(write)),
+                   network=merged.get("network", False), required=merged.get("required", True))
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise ValueError(f"{value!r} must be a positive integer")
+
+
+_LIMIT_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "memory": parse_size, "cpu": parse_duration, "processes": _positive_int,
+    "open_files": _positive_int, "file_size": parse_size}
+
+
+def _limits_table(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, Any] | None:
+    raw = r.typed(table, key, "limits", (dict, bool))
+    if not isinstance(raw, dict):
+        return None
+    lkey = key + ("limits",)
+    r.keys(raw, lkey, LIMIT_KEYS)
+    found = {name: r.converted(raw, lkey, name, parse, None) for name, parse in _LIMIT_PARSERS.items()}
+    found["required"] = r.typed(raw, lkey, "required", bool)
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _limits(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: Mapping[str, Any]) -> Limits | None:
+    if t.get("limits") is False:
+        return None
+    merged = {**inherited, **(_limits_table(r, t, key) or {})}
+    if not set(merged) - {"required"}:
+        return None
+    return Limits(memory=merged.get("memory"), cpu_s=merged.get("cpu"), processes=merged.get("processes"),
+                  open_files=merged.get("open_files"), file_size=merged.get("file_size"),
+                  required=merged.get("required", True))
+
+
+def _env_inherit(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...],
+                 default: bool | tuple[str, ...]) -> bool | tuple[str, ...]:
+    value = r.typed(table, key, "env_inherit", (bool, list), default)
+    if isinstance(value, list):
+        bad = [v for v in value if not isinstance(v, str) or not ENV_NAME.match(v)]
+        if bad:
+            r.problem(key + ("env_inherit",), f"env_inherit lists {bad[0]!r}, which is not a variable name")
+        return tuple(v for v in value if v not in bad)
+    return value
+
+
+def _read_args(r: _Reader, t: dict[str, Any], key: tuple[str, ...], cwd: Path) -> list[Arg]:
     args = []
     for name, fragment in r.typed(t, key, "args", dict, {}).items():
         akey = key + ("args", name)
@@ -489,8 +661,27 @@ def _read_args(r: _Reader, t: dict[str, Any], key: tuple[str, ...]) -> list[Arg]
             r.problem(akey + ("elicit",), "'elicit' needs a string, number, integer or boolean argument, "
                       "or an array of strings with items.enum (the forms elicitation can ask for)")
         args.append(Arg(name=name, schema=schema, required=not optional and "default" not in schema, flag=flag,
-                        elicit=r.typed(fragment, akey, "elicit", bool, False)))
+                        elicit=r.typed(fragment, akey, "elicit", bool, False),
+                        path=_path_rule(r, fragment, akey, schema, cwd)))
     return args
+
+
+def _path_rule(r: _Reader, fragment: Mapping[str, Any], key: tuple[str, ...], schema: Mapping[str, Any],
+               cwd: Path) -> PathRule | None:
+    """`format = "path"` (or any of within/must_exist/kind) makes a string argument a confined path."""
+    items: Mapping[str, Any] = schema["items"] if isinstance(schema.get("items"), dict) else {}
+    if schema.get("format") != "path" and items.get("format") != "path" and not {"within", "must_exist", "kind"} & set(fragment):
+        return None
+    if not (schema.get("type") == "string" or schema.get("type") == "array" and items.get("type") == "string"):
+        r.problem(key, "a path argument (format = \"path\", within, must_exist, kind) must be a string "
+                  "or an array of strings")
+    kind = r.typed(fragment, key, "kind", str)
+    if kind not in (None, "file", "dir"):
+        r.problem(key + ("kind",), f"kind '{kind}' must be \"file\" or \"dir\"")
+        kind = None
+    within = _paths(r, fragment, key, "within") or []
+    return PathRule(within=tuple(_expand_path(p, cwd) for p in within),
+                    must_exist=r.typed(fragment, key, "must_exist", bool, False), kind=kind)
 
 
 def _elicitable(schema: Mapping[str, Any]) -> bool:

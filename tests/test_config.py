@@ -191,10 +191,15 @@ contains = { type = "string" }
 [tools.t.args.f]
 type = "boolean"
 flag = "-f"
+[tools.t.args.p]
+type = "string"
+within = ["."]
+must_exist = false
+kind = "dir"
 """)
     tool = config.load(path).tool("t")
     assert tool is not None
-    used = set().union(*(a.schema for a in tool.args)) | {"flag", "optional", "elicit"}
+    used = set().union(*(a.schema for a in tool.args)) | {"flag", "optional", "elicit", "within", "must_exist", "kind"}
     assert used == config.ARG_KEYS
 
 
@@ -205,3 +210,78 @@ def test_schema_file_lists_the_argument_keys() -> None:
     assert set(arg["propertyNames"]["enum"]) == config.ARG_KEYS
     assert set(arg["properties"]) == config.ARG_OWN_KEYS
     assert set(doc["$defs"]["tool"]["properties"]["annotations"]["properties"]) == set(config.ANNOTATION_KEYS)
+
+
+CONFINED = """
+[server]
+env_inherit = ["HOME"]
+[server.sandbox]
+read = ["{cwd}", "/srv"]
+[server.limits]
+memory = "64MiB"
+
+[tools.inherits]
+command = ["cat", "--", "{path}"]
+limits = { processes = 8 }
+args.path = { type = "string", within = ["{cwd}/data"], must_exist = true, kind = "file" }
+
+[tools.opts_out]
+shell = "echo hi"
+sandbox = false
+limits = false
+env_inherit = true
+
+[tools.overrides]
+shell = "echo hi"
+sandbox = { network = true, system = false, write = ["out"] }
+"""
+
+
+def test_sandbox_limits_and_env_policy_inherit_from_server(tmp_path: Path) -> None:
+    (tmp_path / "t.toml").write_text(CONFINED)
+    tools = {t.name: t for t in config.load(tmp_path / "t.toml").tools}
+    inherits, opts_out, overrides = tools["inherits"], tools["opts_out"], tools["overrides"]
+    assert inherits.sandbox is not None and overrides.sandbox is not None
+    assert {str(tmp_path), "/srv", "/usr", str(tmp_path / "data")} <= set(inherits.sandbox.read)  # within is granted
+    assert inherits.sandbox.write == ("/dev/null",) and not inherits.sandbox.network and inherits.sandbox.required
+    assert inherits.limits == config.Limits(memory=64 << 20, processes=8)
+    assert inherits.env_inherit == ("HOME",)
+    assert inherits.args[0].path == config.PathRule(within=(str(tmp_path / "data"),), must_exist=True, kind="file")
+    assert opts_out.sandbox is None and opts_out.limits is None and opts_out.env_inherit is True
+    assert overrides.sandbox == config.Sandbox(read=(str(tmp_path), "/srv"), write=(str(tmp_path / "out"),),
+                                               network=True, required=True)
+
+
+@pytest.mark.parametrize("snippet, words", [
+    ('sandbox = { reed = ["/x"] }', "unknown key 'tools.t.sandbox.reed' (did you mean 'read'?)"),
+    ('sandbox = { read = [3] }', "'tools.t.sandbox.read[0]' must be a non-empty path"),
+    ('sandbox = { read = ["{home}/{nope}"] }', "'{nope}' in 'tools.t.sandbox.read' is not a path placeholder"),
+    ('sandbox = "yes"', "'tools.t.sandbox' must be a table or a boolean"),
+    ('limits = { memory = "lots" }', "'tools.t.limits.memory': bad size 'lots'"),
+    ('limits = { procs = 1 }', "unknown key 'tools.t.limits.procs' (did you mean 'processes'?)"),
+    ('limits = { processes = 0 }', "'tools.t.limits.processes': 0 must be a positive integer"),
+    ('env_inherit = ["A-B"]', "env_inherit lists 'A-B', which is not a variable name"),
+    ('env_inherit = "no"', "'tools.t.env_inherit' must be a boolean or an array"),
+    ('args.p = { type = "integer", within = ["/x"] }', "a path argument (format = \"path\""),
+    ('args.p = { type = "string", kind = "fil" }', "kind 'fil' must be \"file\" or \"dir\""),
+])
+def test_confinement_mistakes_are_located(tmp_path: Path, snippet: str, words: str) -> None:
+    (tmp_path / "t.toml").write_text(f'[tools.t]\ncommand = ["true"]\n{snippet}\n')
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(tmp_path / "t.toml")
+    problem = caught.value.problems[0]
+    assert words in problem.message and problem.line == 3, str(caught.value)
+
+
+def test_toolsets_select_by_name_and_read_only_hint(tmp_path: Path) -> None:
+    (tmp_path / "t.toml").write_text('[tools.a]\ncommand = ["true"]\nannotations = { readOnlyHint = true }\n'
+                                     '[tools.b]\ncommand = ["true"]\n[tools.c]\ncommand = ["true"]\n')
+    loaded = config.load(tmp_path / "t.toml")
+
+    def names(toolset: config.Toolset) -> list[str]:
+        return [t.name for t in toolset.apply(loaded).tools]
+
+    assert names(config.Toolset(read_only=True)) == ["a"]
+    assert names(config.Toolset(only=frozenset({"b", "c"}))) == ["b", "c"]
+    assert names(config.Toolset(exclude=frozenset({"a"}), read_only=False)) == ["b", "c"]
+    assert config.Toolset(only=frozenset({"b", "zz"})).unknown(loaded) == ["zz"]
