@@ -26,7 +26,7 @@ from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import CallRequest, ProtocolError
 from mcpwrap.result import ToolResult, error_result
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
-from mcpwrap.validation import argument_problems
+from mcpwrap.validation import argument_problems, resolve_paths
 
 if TYPE_CHECKING:
     from mcpwrap.protocol.core import Context
@@ -105,8 +105,10 @@ def next_step(pending: Pending) -> Question | ToolResult | ProtocolError | None:
     problems = argument_problems(tool, pending.arguments, ignore_missing={a.name for a in missing})
     if problems:
         return _invalid(pending, problems)
+    filled, problems = resolve_paths(tool, with_defaults(tool, pending.arguments))
+    if problems:
+        return _invalid(pending, problems)
     try:
-        filled = with_defaults(tool, pending.arguments)
         build_argv(tool, filled)
         build_env(tool, filled, {})           # a shell tool's values travel here: same checks, same moment
     except ArgumentError as exc:
