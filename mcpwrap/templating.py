@@ -88,9 +88,21 @@ def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
     return argv
 
 
+def inherited(tool: Tool, base: Mapping[str, str]) -> dict[str, str]:
+    """What the tool sees of the server's environment under its `env_inherit` policy.
+
+    All of it but mcpwrap's own MCPWRAP_* settings; or only PATH (programs are found with it)
+    and the names listed, which may include an MCPWRAP_* name on purpose.
+    """
+    if tool.env_inherit is True:
+        return {k: v for k, v in base.items() if not k.startswith("MCPWRAP_")}
+    names = ("PATH", *tool.env_inherit) if tool.env_inherit else ("PATH",)
+    return {n: base[n] for n in names if n in base}
+
+
 def build_env(tool: Tool, args: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
-    """Inherited environment + the tool's env + (for shell tools) MCP_ARG_* and MCP_ARGS."""
-    env = {**base, **tool.env}
+    """Inherited environment (by policy) + the tool's env + (for shell tools) MCP_ARG_* and MCP_ARGS."""
+    env = {**inherited(tool, base), **tool.env}
     if tool.shell is not None:
         for spec in tool.args:
             if spec.name in args:
