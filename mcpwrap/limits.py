@@ -40,6 +40,8 @@ import signal
 import time
 from dataclasses import dataclass
 
+from mcpwrap.config import Limits
+
 CGROUP_ENV = "MCPWRAP_LIMITS_CGROUP"
 REMOVE_S = 1.0                  # at exit, the per-process directories get this long to empty
 # Lower-case stderr text that tells a limit enforced only by an rlimit failing a call.
@@ -50,20 +52,11 @@ _SIZE_UNITS = (("GiB", 1024**3), ("GB", 1000**3), ("MiB", 1024**2), ("MB", 1000*
 _CONTROLLERS = {"memory": "memory", "processes": "pids"}     # limit -> cgroup controller
 
 
-@dataclass(frozen=True)
-class Limits:
-    """One tool's limits as numbers: bytes, CPU seconds, counts; None is no limit."""
-    memory: int | None = None
-    cpu_s: float | None = None
-    processes: int | None = None
-    open_files: int | None = None
-    file_size: int | None = None
-
-    def sentence(self, name: str) -> str:
-        """'exceeded memory limit 1GiB': for the limit called name in the tools file."""
-        value = getattr(self, "cpu_s" if name == "cpu" else name)
-        shown = f"{value:g}s" if name == "cpu" else format_size(value) if name in ("memory", "file_size") else value
-        return f"exceeded {name} limit {shown}"
+def sentence(limits: Limits, name: str) -> str:
+    """'exceeded memory limit 1GiB': for the limit called name in the tools file."""
+    value = getattr(limits, "cpu_s" if name == "cpu" else name)
+    shown = f"{value:g}s" if name == "cpu" else format_size(value) if name in ("memory", "file_size") else value
+    return f"exceeded {name} limit {shown}"
 
 
 def format_size(size: int) -> str:
@@ -98,16 +91,16 @@ def own_cgroups(proc_cgroup: str, mountinfo: str) -> dict[str, str]:
 
 @functools.cache
 def _own() -> dict[str, str]:
-    return own_cgroups(_read("/proc/self/cgroup").decode(), _read("/proc/self/mountinfo").decode())
+    return own_cgroups(read_file("/proc/self/cgroup").decode(), read_file("/proc/self/mountinfo").decode())
 
 
 def _v2_usable(parent: str, controller: str, enable: bool) -> bool:
     """The controller is offered to parent's children; with enable, also switched on for them."""
-    if os.environ.get(CGROUP_ENV) == "none" or controller.encode() not in _read(f"{parent}/cgroup.controllers").split():
+    if os.environ.get(CGROUP_ENV) == "none" or controller.encode() not in read_file(f"{parent}/cgroup.controllers").split():
         return False
-    if enable and controller.encode() not in _read(f"{parent}/cgroup.subtree_control").split():
+    if enable and controller.encode() not in read_file(f"{parent}/cgroup.subtree_control").split():
         try:
-            _write(f"{parent}/cgroup.subtree_control", f"+{controller}")
+            write_file(f"{parent}/cgroup.subtree_control", f"+{controller}")
         except OSError:
             return False
     return True
@@ -130,7 +123,7 @@ def _v1_server_dir(base: str) -> str:
     path = os.path.join(base, f"{prefix}{os.getpid()}")
     os.makedirs(path, exist_ok=True)
     atexit.register(_remove_server_dir, path)
-    for stale in _subdirs(base):
+    for stale in subdirs(base):
         name = os.path.basename(stale)
         if stale != path and name.startswith(prefix) and not os.path.exists(f"/proc/{name.removeprefix(prefix)}"):
             _remove_server_dir(stale)
@@ -197,7 +190,7 @@ class _Cgroup:
             return _count(f"{self.path}/pids.events", "max") > 0
         if self.v2:
             return _count(f"{self.path}/memory.events", "oom_kill") > 0 and _count(f"{self.path}/memory.events", "oom") > 0
-        peak, limit = (_read(f"{self.path}/memory.{name}").strip() for name in ("max_usage_in_bytes", "limit_in_bytes"))
+        peak, limit = (read_file(f"{self.path}/memory.{name}").strip() for name in ("max_usage_in_bytes", "limit_in_bytes"))
         return (_count(f"{self.path}/memory.oom_control", "oom_kill") > 0
                 and peak.isdigit() and limit.isdigit() and int(peak) >= int(limit))
 
@@ -234,14 +227,14 @@ class CallLimits:
                 cgroups.append(group)
                 for file, number, required in group.settings(value):
                     try:
-                        _write(f"{group.path}/{file}", str(number))
+                        write_file(f"{group.path}/{file}", str(number))
                     except FileNotFoundError:
                         if required:
                             raise
         except OSError:
             for group in cgroups:
                 if group.owned:
-                    _rmdir(group.path)
+                    rmdir_cgroup(group.path)
             raise
         memory_capped = any(group.limit == "memory" for group in cgroups)
         procs = tuple(dict.fromkeys(f"{group.path}/cgroup.procs" for group in cgroups))
@@ -264,7 +257,7 @@ class CallLimits:
 
     def exceeded(self) -> str | None:
         """The limit the running call hit by its cgroups' counters ("exceeded processes limit 64"), or None."""
-        return next((self.limits.sentence(group.limit) for group in self.cgroups if group.hit()), None)
+        return next((sentence(self.limits, group.limit) for group in self.cgroups if group.hit()), None)
 
     def explain(self, exit_code: int | None, stderr_tail: str, cpu_s: float | None = None) -> str | None:
         """The limit a failed call hit, in words, or None when none shows.
@@ -279,11 +272,11 @@ class CallLimits:
         tail, limits = stderr_tail.lower(), self.limits
         if limits.cpu_s is not None and (died == signal.SIGXCPU or (
                 died == signal.SIGKILL and cpu_s is not None and cpu_s >= _cpu_soft(limits.cpu_s))):
-            return limits.sentence("cpu")
+            return sentence(limits, "cpu")
         if limits.file_size is not None and died == signal.SIGXFSZ:
-            return limits.sentence("file_size")
+            return sentence(limits, "file_size")
         capped = {group.limit for group in self.cgroups}    # a memory cgroup OOM-kills; no allocation fails
-        return next((limits.sentence(name) for name, signs in SIGNS.items() if getattr(limits, name) is not None
+        return next((sentence(limits, name) for name, signs in SIGNS.items() if getattr(limits, name) is not None
                      and name not in capped and any(sign in tail for sign in signs)), None)
 
     def remove(self) -> bool:
@@ -292,7 +285,7 @@ class CallLimits:
         It does not wait, so the runner can poll it: a killed process leaves its cgroup only
         once it has exited. v1 has no cgroup.kill, hence the kill by pid.
         """
-        return all([_kill_members(group.path) and _rmdir(group.path) for group in self.cgroups if group.owned])
+        return all([_kill_members(group.path) and rmdir_cgroup(group.path) for group in self.cgroups if group.owned])
 
 
 def _cpu_soft(cpu_s: float) -> int:
@@ -318,7 +311,7 @@ def _rlimits(limits: Limits, memory_capped: bool) -> tuple[tuple[int, int, int],
 
 
 # --- cgroup files ----------------------------------------------------------------------------
-def _read(path: str) -> bytes:
+def read_file(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -326,7 +319,7 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def _write(path: str, data: str) -> None:
+def write_file(path: str, data: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
         os.write(fd, data.encode())
@@ -336,7 +329,7 @@ def _write(path: str, data: str) -> None:
 
 def _count(path: str, key: str) -> int:
     """N from the line 'key N' of an events file (0 when absent)."""
-    for line in _read(path).decode().splitlines():
+    for line in read_file(path).decode().splitlines():
         name, _, value = line.partition(" ")
         if name == key and value.strip().isdigit():
             return int(value)
@@ -344,7 +337,7 @@ def _count(path: str, key: str) -> int:
 
 
 def _members(path: str) -> set[int]:
-    return {int(pid) for pid in _read(f"{path}/cgroup.procs").split()}
+    return {int(pid) for pid in read_file(f"{path}/cgroup.procs").split()}
 
 
 def _kill_members(path: str) -> bool:
@@ -369,14 +362,14 @@ def _kill_members(path: str) -> bool:
     return not pidfds
 
 
-def _subdirs(path: str) -> list[str]:
+def subdirs(path: str) -> list[str]:
     try:
         return [entry.path for entry in os.scandir(path) if entry.is_dir()]
     except OSError:
         return []
 
 
-def _rmdir(path: str) -> bool:
+def rmdir_cgroup(path: str) -> bool:
     """Remove an empty cgroup; True once it is gone (it refuses while a process is in it)."""
     try:
         os.rmdir(path)
@@ -390,9 +383,10 @@ def _rmdir(path: str) -> bool:
 def _remove_server_dir(path: str) -> None:
     """Kill what the calls' own removal left in a per-process v1 directory, then remove it all."""
     deadline = time.monotonic() + REMOVE_S
-    while not (all([_kill_members(call) and _rmdir(call) for call in _subdirs(path)]) and _rmdir(path)) \
+    while not (all([_kill_members(call) and rmdir_cgroup(call) for call in subdirs(path)]) and rmdir_cgroup(path)) \
             and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
-__all__ = ["CGROUP_ENV", "SIGNS", "CallLimits", "Limits", "available", "format_size", "missing", "own_cgroups"]
+__all__ = ["CGROUP_ENV", "SIGNS", "CallLimits", "Limits", "available", "format_size", "missing", "own_cgroups",
+           "read_file", "rmdir_cgroup", "sentence", "subdirs", "write_file"]

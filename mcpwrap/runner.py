@@ -37,9 +37,11 @@ import math
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -49,10 +51,12 @@ from typing import Any
 import orjson
 import trio
 
-from mcpwrap import jsonrpc
-from mcpwrap.config import Tool
+from mcpwrap import jsonrpc, landlock, limits
+from mcpwrap.limits import read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
+from mcpwrap.config import Limits, Sandbox, Tool
 from mcpwrap.result import Media, MalformedOutput, Text, ToolResult, error_result, parse_mcp_output
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
+from mcpwrap.validation import resolve_paths
 
 STDERR_TAIL = 8192          # bytes of stderr kept for an error result
 LINE_CAP = 8192             # a longer stderr/stdout line is cut for logs and progress
@@ -66,6 +70,7 @@ RECENT_S = 10.0             # ...which started this recently (an old process wit
 MATCH_TRIES = 5             # a match stopped while barely running (preempted) is tried again, this often
 OUTPUT_DEPTH = 64           # nesting allowed in a command's JSON (it is written back a few levels down)
 CALL_ENV = "MCPWRAP_CALL"
+TASK_ENV = "MCPWRAP_TASK_ID"   # set by a task's supervisor; passed on whatever the env policy
 CONTAINMENT_ENV = "MCPWRAP_CONTAINMENT"
 
 OnLine = Callable[[str], None]
@@ -206,22 +211,6 @@ def _group_has_live_member(pgid: int) -> bool:
                for stat in map(proc_stat, filter(str.isdigit, entries)))
 
 
-def _read(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def _write(path: str, data: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, data.encode())
-    finally:
-        os.close(fd)
-
-
 def _mid_exec(pid: str) -> bool:
     """Whether an empty environment read may be a live process between exec's mm switch and its new stack.
 
@@ -360,24 +349,6 @@ def _remove_server_cgroup(path: str) -> None:
     deadline = time.monotonic() + 1.0
     while not (all(map(_rmdir, _subdirs(path))) and _rmdir(path)) and time.monotonic() < deadline:
         time.sleep(0.01)
-
-
-def _subdirs(path: str) -> list[str]:
-    try:
-        return [entry.path for entry in os.scandir(path) if entry.is_dir()]
-    except OSError:
-        return []
-
-
-def _rmdir(path: str) -> bool:
-    """Remove an empty cgroup; True once it is gone (it refuses while a process is in it)."""
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def containment() -> str:
@@ -532,6 +503,88 @@ def _inherited_env() -> dict[str, str]:
     return dict(os.environ)
 
 
+def confinement_gaps(tool: Tool) -> tuple[str, ...]:
+    """What this machine cannot enforce of the tool's sandbox and limits (empty: all of it)."""
+    return _gaps(tool.sandbox, tool.limits)
+
+
+@functools.cache
+def _gaps(sandbox: Sandbox | None, call_limits: Limits | None) -> tuple[str, ...]:
+    gaps = []
+    if sandbox is not None:
+        gaps += landlock.missing(_policy(sandbox), landlock.abi())
+    if call_limits is not None:
+        gaps += limits.missing(call_limits, _server_cgroup())
+    return tuple(gaps)
+
+
+def _policy(sandbox: Sandbox, tmpdir: str | None = None) -> landlock.Policy:
+    extra = (tmpdir,) if tmpdir else ()
+    return landlock.Policy(read=sandbox.read, write=sandbox.write + extra, network=sandbox.network)
+
+
+class _Confinement:
+    """One call's sandbox, limits and private TMPDIR: prepared here, entered by the child before exec.
+
+    The child joins its cgroups first (Landlock would deny those writes), then takes its rlimits,
+    then restricts itself; a failure in any step fails the spawn, so nothing runs unconfined.
+    """
+
+    def __init__(self, tool: Tool, tag: str) -> None:
+        self.tmpdir = tempfile.mkdtemp(prefix=f"mcpwrap-{tool.name[:32]}-")
+        self.cgroup: str | None = None
+        self.ruleset: landlock.Ruleset | None = None
+        self.limits: limits.CallLimits | None = None
+        try:
+            server = _server_cgroup()
+            if server is not None:
+                with contextlib.suppress(OSError):
+                    os.mkdir(path := os.path.join(server, tag))
+                    self.cgroup = path
+            if tool.limits is not None:
+                self.limits = limits.CallLimits.create(tool.limits, tag, self.cgroup)
+            if tool.sandbox is not None and landlock.abi():
+                self.ruleset = landlock.prepare(_policy(tool.sandbox, self.tmpdir))
+        except BaseException:
+            self.close()
+            raise
+        self._procs = os.path.join(self.cgroup, "cgroup.procs") if self.cgroup else None
+
+    def child(self) -> None:
+        """Runs in the forked child (preexec_fn): no imports, no locks."""
+        if self._procs is not None:
+            fd = os.open(self._procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        if self.limits is not None:
+            self.limits.child_setup()
+        if self.ruleset is not None:
+            landlock.enforce(self.ruleset.fd)
+
+    def close(self) -> None:
+        """What the parent holds: the ruleset fd and the (limits') cgroups and TMPDIR, once emptied."""
+        if self.ruleset is not None:
+            self.ruleset.close()
+            self.ruleset = None
+        if self.limits is not None:
+            deadline = time.monotonic() + FLUSH_S
+            while not self.limits.remove() and time.monotonic() < deadline:
+                time.sleep(0.005)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: trio.CancelScope) -> None:
+    """A limit that does not end the call by itself (a fork bomb held at `processes`) ends it here."""
+    delay = 0.002
+    while (exceeded := call_limits.exceeded()) is None:
+        await trio.sleep(delay)
+        delay = min(2 * delay, POLL_CAP_S)
+    hit.append(exceeded)
+    scope.cancel()
+
+
 async def _drain_stdout(stream: trio.abc.ReceiveStream, capture: _Capture, cap: int,
                         on_line: OnLine | None) -> None:
     splitter = _LineSplitter(on_line) if on_line else None
@@ -558,10 +611,20 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
               on_progress: OnProgress | None = None, kill_grace_s: float | None = None,
               on_warning: OnLine = _stderr_warning) -> ToolResult:
     """Run one validated call to completion; cancellation ends all of the call's processes."""
-    args = with_defaults(tool, args)
+    args, problems = resolve_paths(tool, with_defaults(tool, args))
+    if problems:          # checked when the call was accepted; a file may have changed since
+        raise ArgumentError("; ".join(problems))
     argv = build_argv(tool, args)
+    gaps = confinement_gaps(tool) if tool.sandbox or tool.limits else ()
+    required = (tool.sandbox is not None and tool.sandbox.required) or (tool.limits is not None and tool.limits.required)
+    if gaps and required:
+        return error_result(f"'{tool.name}' asks for confinement this machine cannot enforce: "
+                            + "; ".join(gaps) + " (set required = false to run it anyway); nothing ran")
     tag = secrets.token_hex(8)
-    env = {**build_env(tool, args, _inherited_env()), CALL_ENV: tag}
+    inherited = _inherited_env()
+    env = {**build_env(tool, args, inherited), CALL_ENV: tag}
+    if TASK_ENV in inherited:
+        env[TASK_ENV] = inherited[TASK_ENV]
     stdin: Any = subprocess.DEVNULL
     stdin_data: bytes | None = None
     if tool.stdin_arg is not None and tool.stdin_arg in args:
@@ -579,16 +642,28 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     stdout_lines = progress.line if tool.output == "text" and tool.progress else None
     capture = _Capture(bytearray())
     started = time.monotonic()
+    confinement = None
     try:
+        if tool.sandbox is not None or tool.limits is not None:
+            confinement = _Confinement(tool, tag)
+            env["TMPDIR"] = confinement.tmpdir
         async with _spawn_slots():
             process = await trio.lowlevel.open_process(
                 argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=str(tool.cwd), env=env, start_new_session=True, close_fds=True)
-    except OSError as exc:
-        return error_result(f"cannot start {argv[0]!r}: {exc.strerror or exc}")
+                cwd=str(tool.cwd), env=env, start_new_session=True, close_fds=True,
+                preexec_fn=confinement.child if confinement else None)
+    except (OSError, subprocess.SubprocessError) as exc:
+        if confinement is not None:
+            confinement.close()
+        return error_result(f"cannot start {argv[0]!r}" + (" confined as its tools file asks" if confinement else "")
+                            + f": {getattr(exc, 'strerror', None) or exc}; nothing ran")
     call = _Call(process, tag)
-    call.contain()
+    if confinement is not None and confinement.cgroup is not None:
+        call.cgroup, call.sweep = confinement.cgroup, False    # the child joined before it could fork
+    else:
+        call.contain()
     timed_out = False
+    limit_hit: list[str] = []
     assert process.stdout is not None and process.stderr is not None
     try:
         async with trio.open_nursery() as nursery:
@@ -597,8 +672,12 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             if stdin_data is not None and process.stdin is not None:
                 nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
             with trio.move_on_after(tool.timeout_s) as deadline:
-                await call.exited()
-            timed_out = deadline.cancelled_caught
+                async with trio.open_nursery() as waiting:
+                    if confinement is not None and confinement.limits is not None:
+                        waiting.start_soon(_watch_limits, confinement.limits, limit_hit, deadline)
+                    await call.exited()
+                    waiting.cancel_scope.cancel()
+            timed_out = deadline.cancelled_caught and not limit_hit
             # The leader is gone (or overran): nothing of the call may outlive it.
             with trio.CancelScope(shield=True):
                 await call.end(grace)
@@ -611,9 +690,14 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             for pipe in (process.stdin, process.stdout, process.stderr):
                 if pipe is not None:                # our ends too: a writer left over gets EPIPE
                     await pipe.aclose()
+            if confinement is not None:
+                stderr_tail = capture.stderr_tail.decode("utf-8", "replace")
+                if not limit_hit and confinement.limits is not None:
+                    limit_hit += filter(None, [confinement.limits.explain(process.returncode, stderr_tail)])
+                await trio.to_thread.run_sync(confinement.close)
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
-                       time.monotonic() - started)
+                       time.monotonic() - started, limit_hit[0] if limit_hit else None)
 
 
 async def _feed_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
@@ -625,13 +709,14 @@ async def _feed_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
 
 
 def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, timed_out: bool,
-                stderr_tail: str, duration_s: float) -> ToolResult:
+                stderr_tail: str, duration_s: float, limit_hit: str | None = None) -> ToolResult:
     """Turn what the child produced into a ToolResult according to tool.output."""
     meta: dict[str, Any] = dict(exit_code=exit_code, duration_s=duration_s, truncated=dropped > 0,
                                 timed_out=timed_out, stderr_tail=stderr_tail)
-    failed = timed_out or exit_code not in tool.success_codes
+    failed = timed_out or limit_hit is not None or exit_code not in tool.success_codes
     if failed:
-        why = (f"timed out after {tool.timeout_s:g}s; its process group was killed" if timed_out
+        why = (f"stopped: {limit_hit}" if limit_hit
+               else f"timed out after {tool.timeout_s:g}s; its process group was killed" if timed_out
                else f"exited with status {exit_code}" if exit_code is not None and exit_code >= 0
                else f"killed by signal {-(exit_code or 0)}")
         parts = [stdout.decode("utf-8", "replace") if tool.output in ("text", "json") else "",

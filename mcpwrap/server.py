@@ -125,6 +125,7 @@ class Options:
     log_level: str = "info"               # debug also traces every message and tool stderr line
     max_calls: int = 64                   # calls running at once; more wait, up to QUEUED_PER_SLOT each
     max_tasks: int = 16                   # durable tasks running at once (tasks.py counts them)
+    toolset: config_module.Toolset = config_module.Toolset()   # applied again on every reload
 
 
 class SecretSource:
@@ -406,7 +407,8 @@ class Driver:
                 log(f"mcpwrap: {path} is gone; keeping the last good tools until it comes back", "warning")
                 continue
             try:
-                new = await trio.to_thread.run_sync(config_module.load, path, abandon_on_cancel=True)
+                new = self.options.toolset.apply(
+                    await trio.to_thread.run_sync(config_module.load, path, abandon_on_cancel=True))
             except config_module.ConfigError as exc:
                 log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}", "warning")
                 continue
