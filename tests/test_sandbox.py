@@ -1,0 +1,232 @@
+"""Defence in depth through a real `mcpwrap serve`: sandbox, limits, environment policy,
+confined path arguments and toolsets.
+
+Each test attacks one promise of the README's security model and checks that the call ends
+with a clear result while the server goes on answering. Landlock tests skip, with the reason,
+where the kernel has no Landlock; limit tests skip where the mechanism is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpwrap import landlock, limits
+from tests import procs
+from tests.harness import MODERN, Server, modern_meta
+
+PY = sys.executable
+# What the test interpreter needs to start inside a sandbox: its installation and the venv.
+PY_PATHS = sorted({sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(PY))})
+PY_READ = json.dumps(PY_PATHS)
+
+needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="this kernel has no Landlock")
+
+
+def _text(result: dict[str, Any]) -> str:
+    return "\n".join(c.get("text", "") for c in result["content"])
+
+
+def _call(server: Server, tool: str, **arguments: Any) -> dict[str, Any]:
+    answer = server.call("tools/call", {"name": tool, "arguments": arguments})
+    assert "result" in answer, answer
+    return answer["result"]
+
+
+def _serve(tmp_path: Path, toml: str, *extra: str, env: dict[str, str] | None = None) -> Server:
+    tools = tmp_path / "tools.toml"
+    tools.write_text(toml)
+    server = Server(tools, tmp_path, *extra, env=env)
+    server.initialize()
+    return server
+
+
+@needs_landlock
+def test_sandbox_stops_reads_writes_and_tcp_outside_its_grants(tmp_path: Path) -> None:
+    home = tmp_path / "home"                    # a planted secret, as in ~/.ssh
+    home.mkdir()
+    (home / "id_rsa").write_text("SECRET KEY")
+    work = tmp_path / "work"
+    (work / "out").mkdir(parents=True)
+    (work / "notes.txt").write_text("hello from inside")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    accepted: list[Any] = []
+    threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True).start()
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {port})).close(); print('connected')"
+    toml = f"""
+[server]
+cwd = "work"
+[server.sandbox]
+read = {json.dumps(["{cwd}", *PY_PATHS])}
+write = ["{{cwd}}/out"]
+
+[tools.cat]
+command = ["cat", "--", "{{path}}"]
+args.path = {{ type = "string" }}
+
+[tools.write]
+command = ["{PY}", "-c", "import sys; open(sys.argv[1], 'w').write('x'); print('wrote')", "{{path}}"]
+args.path = {{ type = "string" }}
+
+[tools.connect]
+command = ["{PY}", "-c", "{connect}"]
+
+[tools.connect_allowed]
+command = ["{PY}", "-c", "{connect}"]
+sandbox = {{ network = true }}
+
+[tools.tmp]
+shell = 'echo scratch > "$TMPDIR/f" && cat "$TMPDIR/f"'
+"""
+    with _serve(tmp_path, toml) as s:
+        denied = _call(s, "cat", path=str(home / "id_rsa"))
+        assert denied["isError"] and "SECRET" not in _text(denied) and "Permission denied" in _text(denied)
+        assert _text(_call(s, "cat", path="notes.txt")).strip() == "hello from inside"
+
+        outside = work / "escaped.txt"
+        assert _call(s, "write", path=str(outside))["isError"] and not outside.exists()
+        assert _call(s, "write", path=str(home / "planted"))["isError"] and not (home / "planted").exists()
+        assert _text(_call(s, "write", path="out/ok.txt")).strip() == "wrote"
+        assert (work / "out" / "ok.txt").read_text() == "x"
+
+        refused = _call(s, "connect")
+        assert refused["isError"] and "PermissionError" in _text(refused) and not accepted
+        assert _text(_call(s, "connect_allowed")).strip() == "connected"
+
+        assert _text(_call(s, "tmp")).strip() == "scratch"      # a private TMPDIR is writable
+        assert s.call("ping", {})["result"] == {}
+    listener.close()
+
+
+@needs_landlock
+def test_a_sandboxed_tool_cannot_signal_the_server(tmp_path: Path) -> None:
+    if landlock.abi() < 6:
+        pytest.skip("signal scoping needs Landlock ABI 6")
+    toml = f"""
+[tools.kill]
+command = ["{PY}", "-c", "import os, sys; os.kill(int(sys.argv[1]), 15)", "{{pid}}"]
+args.pid = {{ type = "integer" }}
+sandbox = {{ read = {PY_READ} }}
+"""
+    with _serve(tmp_path, toml) as s:
+        result = _call(s, "kill", pid=s.proc.pid)
+        assert result["isError"] and "PermissionError" in _text(result)
+        assert s.call("ping", {})["result"] == {} and s.proc.poll() is None
+
+
+def test_an_unenforceable_sandbox_is_refused_unless_not_required(tmp_path: Path) -> None:
+    toml = """
+[tools.strict]
+command = ["echo", "ran"]
+sandbox = { network = false }
+
+[tools.lenient]
+command = ["echo", "ran"]
+sandbox = { network = false, required = false }
+"""
+    with _serve(tmp_path, toml, env={landlock.ABI_ENV: "3"}) as s:    # a kernel without TCP rules
+        refused = _call(s, "strict")
+        assert refused["isError"] and "nothing ran" in _text(refused) and "ABI 4" in _text(refused)
+        assert "ran" not in _text(refused).replace("nothing ran", "")
+        assert _text(_call(s, "lenient")).strip() == "ran"
+
+
+def test_limits_name_what_stopped_the_call(tmp_path: Path) -> None:
+    gaps = limits.missing(__import__("mcpwrap.config", fromlist=["Limits"]).Limits(processes=16, memory=64 << 20))
+    if gaps:
+        pytest.skip("; ".join(gaps))
+    bomb = "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)"
+    hog = "chunks = []\nwhile True:\n    chunks.append(bytearray(8 << 20))"
+    toml = f"""
+[tools.bomb]
+command = ["{PY}", "-c", "{bomb.encode('unicode_escape').decode()}"]
+timeout = "120s"
+limits = {{ processes = 16 }}
+
+[tools.hog]
+command = ["{PY}", "-c", "{hog.encode('unicode_escape').decode()}"]
+timeout = "120s"
+limits = {{ memory = "64MiB" }}
+"""
+    with _serve(tmp_path, toml) as s:
+        bombed = _call(s, "bomb")
+        assert bombed["isError"] and "exceeded processes limit 16" in _text(bombed)
+        hogged = _call(s, "hog")
+        assert hogged["isError"] and "exceeded memory limit 64MiB" in _text(hogged)
+        assert s.call("ping", {})["result"] == {}
+        left = [p for p in procs.mine() if p.pid != s.proc.pid]
+        assert not left, left                     # the call ended every process of the bomb
+
+
+def test_env_inherit_false_hides_the_servers_environment(tmp_path: Path) -> None:
+    toml = """
+[tools.env_default]
+command = ["env"]
+
+[tools.env_none]
+command = ["env"]
+env_inherit = false
+
+[tools.env_some]
+command = ["env"]
+env_inherit = ["VISIBLE_ONE"]
+"""
+    env = {"SECRET_TOKEN": "hunter2", "VISIBLE_ONE": "shown"}
+    with _serve(tmp_path, toml, env=env) as s:
+        default = _text(_call(s, "env_default"))
+        assert "SECRET_TOKEN=hunter2" in default
+        assert not [line for line in default.splitlines()
+                    if line.startswith("MCPWRAP_") and not line.startswith("MCPWRAP_CALL=")]
+        none = _text(_call(s, "env_none"))
+        assert "hunter2" not in none and "VISIBLE_ONE" not in none and "PATH=" in none
+        some = _text(_call(s, "env_some"))
+        assert "VISIBLE_ONE=shown" in some and "hunter2" not in some
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", MODERN])
+def test_path_arguments_cannot_leave_their_roots(tmp_path: Path, version: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "inside.txt").write_text("fine")
+    (data / "sub").mkdir()
+    (data / "link").symlink_to("/etc/passwd")
+    (data / "dirlink").symlink_to("/etc")
+    marks = tmp_path / "marks"
+    toml = f"""
+[tools.read]
+command = ["sh", "-c", 'echo ran >> "{marks}"; cat -- "$1"', "sh", "{{path}}"]
+args.path = {{ type = "string", format = "path", within = ["{data}"], must_exist = true, kind = "file" }}
+"""
+    tools = tmp_path / "tools.toml"
+    tools.write_text(toml)
+    with Server(tools, tmp_path) as s:
+        if version == MODERN:
+            def call(path: str) -> dict[str, Any]:
+                return s.call("tools/call", {"name": "read", "arguments": {"path": path}, "_meta": modern_meta()})
+        else:
+            s.initialize(version)
+
+            def call(path: str) -> dict[str, Any]:
+                return s.call("tools/call", {"name": "read", "arguments": {"path": path}})
+        for attack in [str(data / ".." / ".." / "etc" / "passwd"), "../../etc/passwd", str(data / "link"),
+                       str(data / "dirlink" / "passwd"), "/etc/passwd", str(data / "missing.txt"), str(data / "sub")]:
+            answer = call(attack)
+            refusal = json.dumps(answer)
+            if version == MODERN:                         # invalid arguments are a result from 2025-06-18 on
+                assert answer["result"]["isError"] and "nothing ran" in _text(answer["result"]), answer
+            else:
+                assert answer["error"]["code"] == -32602, answer
+            assert "root:" not in refusal
+        assert not marks.exists()                     # refused before anything ran
+        assert _text(call(str(data / "inside.txt"))["result"]).strip() == "fine"
+        assert marks.read_text() == "ran\n"
