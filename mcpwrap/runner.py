@@ -35,6 +35,7 @@ import contextlib
 import functools
 import math
 import os
+import queue
 import re
 import secrets
 import shutil
@@ -376,7 +377,7 @@ async def _poll(done: Callable[[], bool], limit_s: float) -> None:
 @dataclass
 class _Call:
     """One call's processes: the leader's group, its cgroup if any, and the environment tag."""
-    process: trio.Process
+    process: _Child
     tag: str
     cgroup: str | None = None
     sweep: bool = True              # False once nothing can have escaped the cgroup
@@ -518,39 +519,117 @@ def _gaps(sandbox: Sandbox | None, call_limits: Limits | None) -> tuple[str, ...
     return tuple(gaps)
 
 
-def _policy(sandbox: Sandbox, tmpdir: str | None = None) -> landlock.Policy:
-    extra = (tmpdir,) if tmpdir else ()
+def _policy(sandbox: Sandbox, temp_root: str | None = None) -> landlock.Policy:
+    extra = (temp_root,) if temp_root else ()
     return landlock.Policy(read=sandbox.read, write=sandbox.write + extra, network=sandbox.network)
 
 
-class _Confinement:
-    """One call's sandbox, limits and private TMPDIR: prepared here, entered by the child before exec.
+@functools.cache
+def _temp_root() -> str:
+    """This process's directory for sandboxed calls' TMPDIRs, removed at exit."""
+    path = tempfile.mkdtemp(prefix=f"mcpwrap-{os.getpid()}-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
-    The child joins its cgroups first (Landlock would deny those writes), then takes its rlimits,
-    then restricts itself; a failure in any step fails the spawn, so nothing runs unconfined.
+
+class _Sandboxed:
+    """One sandbox policy, prepared once per process: its Landlock ruleset, the directory its
+    calls' TMPDIRs live in (granted by the ruleset), and a spawner thread restricted by it.
+
+    Landlock binds the thread that restricts itself, so commands this thread spawns (vfork, as
+    unconfined calls are) start confined with no code run in the child; a child that needs
+    code anyway (limits) enforces `ruleset` itself. Calls of one tool share the TMPDIR root:
+    each gets its own directory in it, but they are not walled off from each other.
+    """
+    KEPT = 32                                           # policies kept at once (reloads change them)
+    _cache: dict[Sandbox, _Sandboxed] = {}
+
+    @classmethod
+    def of(cls, sandbox: Sandbox) -> _Sandboxed:
+        found = cls._cache.pop(sandbox, None) or cls(sandbox)
+        cls._cache[sandbox] = found                     # most recently used last
+        while len(cls._cache) > cls.KEPT:
+            cls._cache.pop(next(iter(cls._cache))).retire()
+        return found
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.root = tempfile.mkdtemp(dir=_temp_root())
+        self.ruleset = landlock.prepare(_policy(sandbox, self.root))
+        self.jobs: queue.SimpleQueue[Callable[[BaseException | None], None] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="mcpwrap-sandboxed-spawner", daemon=True).start()
+
+    def _serve(self) -> None:
+        try:
+            landlock.enforce(self.ruleset.fd)
+            failure: BaseException | None = None
+        except OSError as exc:
+            failure = exc                               # every spawn fails: nothing runs unconfined
+        while (job := self.jobs.get()) is not None:
+            job(failure)
+
+    def retire(self) -> None:
+        self.jobs.put(None)
+        self.ruleset.close()
+
+    async def spawn(self, argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """Popen on the restricted thread; shielded, so a spawn that happened is never lost."""
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+        outcome: list[Any] = []
+
+        def job(failure: BaseException | None) -> None:
+            try:
+                if failure is not None:
+                    raise failure
+                outcome.append(subprocess.Popen(argv, **options))
+            except BaseException as exc:                # delivered to the awaiting task
+                outcome.append(exc)
+            token.run_sync_soon(done.set)
+
+        self.jobs.put(job)
+        with trio.CancelScope(shield=True):
+            await done.wait()
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+
+class _Confinement:
+    """One call's sandbox, limits and private TMPDIR.
+
+    A sandbox alone is entered by spawning from its policy's restricted thread. With limits the
+    child runs code between fork and exec (`preexec`): it joins its cgroups first (Landlock
+    would deny those writes), then takes its rlimits, then restricts itself. Either way a
+    failing step fails the spawn, so nothing runs unconfined.
     """
 
     def __init__(self, tool: Tool, tag: str) -> None:
-        self.tmpdir = tempfile.mkdtemp(prefix=f"mcpwrap-{tool.name[:32]}-")
+        self.tmpdir: str | None = None
         self.cgroup: str | None = None
-        self.ruleset: landlock.Ruleset | None = None
         self.limits: limits.CallLimits | None = None
+        self.sandboxed: _Sandboxed | None = None
+        self._procs: str | None = None
         try:
-            server = _server_cgroup()
-            if server is not None:
-                with contextlib.suppress(OSError):
-                    os.mkdir(path := os.path.join(server, tag))
-                    self.cgroup = path
-            if tool.limits is not None:
-                self.limits = limits.CallLimits.create(tool.limits, tag, self.cgroup)
             if tool.sandbox is not None and landlock.abi():
-                self.ruleset = landlock.prepare(_policy(tool.sandbox, self.tmpdir))
+                self.sandboxed = _Sandboxed.of(tool.sandbox)
+                os.mkdir(tmpdir := os.path.join(self.sandboxed.root, tag), 0o700)
+                self.tmpdir = tmpdir
+            if tool.limits is not None:
+                server = _server_cgroup()
+                if server is not None:
+                    with contextlib.suppress(OSError):
+                        os.mkdir(path := os.path.join(server, tag))
+                        self.cgroup, self._procs = path, os.path.join(path, "cgroup.procs")
+                self.limits = limits.CallLimits.create(tool.limits, tag, self.cgroup)
         except BaseException:
             self.close()
             raise
-        self._procs = os.path.join(self.cgroup, "cgroup.procs") if self.cgroup else None
 
-    def child(self) -> None:
+    @property
+    def preexec(self) -> Callable[[], None] | None:
+        return self._child if self.limits is not None else None
+
+    def _child(self) -> None:
         """Runs in the forked child (preexec_fn): no imports, no locks."""
         if self._procs is not None:
             fd = os.open(self._procs, os.O_WRONLY)
@@ -560,19 +639,85 @@ class _Confinement:
                 os.close(fd)
         if self.limits is not None:
             self.limits.child_setup()
-        if self.ruleset is not None:
-            landlock.enforce(self.ruleset.fd)
+        if self.sandboxed is not None:
+            landlock.enforce(self.sandboxed.ruleset.fd)
 
     def close(self) -> None:
-        """What the parent holds: the ruleset fd and the (limits') cgroups and TMPDIR, once emptied."""
-        if self.ruleset is not None:
-            self.ruleset.close()
-            self.ruleset = None
+        """The limits' cgroups and the TMPDIR, once emptied (it may block briefly: a thread's job)."""
         if self.limits is not None:
             deadline = time.monotonic() + FLUSH_S
             while not self.limits.remove() and time.monotonic() < deadline:
                 time.sleep(0.005)
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    @property
+    def light(self) -> bool:
+        """Nothing to wait for: an empty TMPDIR and no cgroups (the common case, done on the loop)."""
+        if self.limits is not None or self.tmpdir is None:
+            return self.limits is None
+        try:
+            os.rmdir(self.tmpdir)
+        except OSError:
+            return False
+        self.tmpdir = None
+        return True
+
+
+class _Child:
+    """A spawned command: trio streams on our ends of its pipes, and the Popen that reaps it."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], stdin: int | None, stdout: int, stderr: int) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.stdin = trio.lowlevel.FdStream(stdin) if stdin is not None else None
+        self.stdout = trio.lowlevel.FdStream(stdout)
+        self.stderr = trio.lowlevel.FdStream(stderr)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    async def wait(self) -> int:
+        if self.popen.returncode is None:
+            pidfd = os.pidfd_open(self.pid)
+            try:
+                await trio.lowlevel.wait_readable(pidfd)
+            finally:
+                trio.lowlevel.notify_closing(pidfd)
+                os.close(pidfd)
+            self.popen.wait()
+        return self.popen.returncode  # type: ignore[return-value]
+
+
+async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str],
+                 confinement: _Confinement | None) -> _Child:
+    """Start the command in a new session with fresh pipes; OSError/SubprocessError when it cannot."""
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    in_r, in_w = os.pipe2(os.O_CLOEXEC) if stdin_pipe else (None, None)
+    options: dict[str, Any] = dict(stdin=subprocess.DEVNULL if in_r is None else in_r, stdout=out_w, stderr=err_w,
+                                   cwd=cwd, env=env, start_new_session=True, close_fds=True,
+                                   preexec_fn=confinement.preexec if confinement else None)
+    ours = [fd for fd in (out_r, err_r, in_w) if fd is not None]
+    try:
+        async with _spawn_slots():
+            if confinement is not None and confinement.sandboxed is not None and confinement.preexec is None:
+                popen = await confinement.sandboxed.spawn(argv, options)
+            else:
+                popen = await trio.to_thread.run_sync(lambda: subprocess.Popen(argv, **options))
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for child_end in (out_w, err_w, in_r):
+            if child_end is not None:
+                os.close(child_end)
+    return _Child(popen, in_w, out_r, err_r)
 
 
 async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: trio.CancelScope) -> None:
@@ -625,12 +770,10 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     env = {**build_env(tool, args, inherited), CALL_ENV: tag}
     if TASK_ENV in inherited:
         env[TASK_ENV] = inherited[TASK_ENV]
-    stdin: Any = subprocess.DEVNULL
     stdin_data: bytes | None = None
     if tool.stdin_arg is not None and tool.stdin_arg in args:
         value = args[tool.stdin_arg]
         stdin_data = (value if isinstance(value, str) else orjson.dumps(value).decode()).encode()
-        stdin = subprocess.PIPE
     grace = tool.kill_grace_s if kill_grace_s is None else kill_grace_s
     progress = _ProgressTracker(tool, on_progress, on_warning)
 
@@ -646,12 +789,9 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     try:
         if tool.sandbox is not None or tool.limits is not None:
             confinement = _Confinement(tool, tag)
-            env["TMPDIR"] = confinement.tmpdir
-        async with _spawn_slots():
-            process = await trio.lowlevel.open_process(
-                argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                cwd=str(tool.cwd), env=env, start_new_session=True, close_fds=True,
-                preexec_fn=confinement.child if confinement else None)
+            if confinement.tmpdir is not None:
+                env["TMPDIR"] = confinement.tmpdir
+        process = await _spawn(argv, stdin_data is not None, str(tool.cwd), env, confinement)
     except (OSError, subprocess.SubprocessError) as exc:
         if confinement is not None:
             confinement.close()
@@ -694,7 +834,8 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                 stderr_tail = capture.stderr_tail.decode("utf-8", "replace")
                 if not limit_hit and confinement.limits is not None:
                     limit_hit += filter(None, [confinement.limits.explain(process.returncode, stderr_tail)])
-                await trio.to_thread.run_sync(confinement.close)
+                if not confinement.light:
+                    await trio.to_thread.run_sync(confinement.close)
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
                        time.monotonic() - started, limit_hit[0] if limit_hit else None)

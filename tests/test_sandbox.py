@@ -74,6 +74,11 @@ write = ["{{cwd}}/out"]
 command = ["cat", "--", "{{path}}"]
 args.path = {{ type = "string" }}
 
+[tools.cat_free]
+command = ["cat", "--", "{{path}}"]
+args.path = {{ type = "string" }}
+sandbox = false
+
 [tools.write]
 command = ["{PY}", "-c", "import sys; open(sys.argv[1], 'w').write('x'); print('wrote')", "{{path}}"]
 args.path = {{ type = "string" }}
@@ -92,6 +97,8 @@ shell = 'echo scratch > "$TMPDIR/f" && cat "$TMPDIR/f"'
         denied = _call(s, "cat", path=str(home / "id_rsa"))
         assert denied["isError"] and "SECRET" not in _text(denied) and "Permission denied" in _text(denied)
         assert _text(_call(s, "cat", path="notes.txt")).strip() == "hello from inside"
+        # the restriction binds the sandboxed tool's spawner thread only, never the server's own
+        assert _text(_call(s, "cat_free", path=str(home / "id_rsa"))) == "SECRET KEY"
 
         outside = work / "escaped.txt"
         assert _call(s, "write", path=str(outside))["isError"] and not outside.exists()
