@@ -9,7 +9,7 @@ and exist before any response names them. Terminal records never change
 again, so a cancel racing a completion ends in exactly one terminal state.
 Ids are `tasking.new_id()` (128 random bits, never a leading `-`) and are
 matched against a strict pattern before any path is built from them: they
-come from the client.
+come from the client. `tasks/get` opens one record.
 
 Index: `index` lists the tasks in creation order, one fixed-width line each
 (key, expiry, id; `ENTRY` bytes), so `tasks/list` pages cost the page: a
@@ -26,10 +26,10 @@ misses and drops entries whose record is gone; a store written before the
 index existed gets one on first use.
 
 Collection: `gc` removes expired tasks, rewrites the index and clears stale
-leftovers. Creation no longer runs it; `mcpwrap tasks gc` runs it in full and
-`maybe_gc` is its budgeted pass (GC_BUDGET removals, at most every
-GC_INTERVAL_S per store) for a background caller. A `tasks/get` of an expired
-task still removes that one record.
+leftovers. Nothing on a request path runs it: each server's forker (below)
+runs `maybe_gc` in a forked child every GC_INTERVAL_S (one pass per store at
+a time, at most GC_BUDGET removals), and `mcpwrap tasks gc` runs it in full.
+A `tasks/get` of an expired task still removes that one record.
 
 Trust: the store is shared with nobody. Its three directories (state dir,
 digest, tasks) are created 0700 and, on a Store's first use, checked to be
@@ -42,32 +42,40 @@ current key; the supervisor checks it (current or still-valid previous keys)
 before it runs anything, so a record swapped or forged on disk runs nothing.
 
 Ceiling: `create_task` takes a running slot first: STORE/running/<id>, an
-flock held by the task's supervisor for its life (it inherits the creator's
-locked fd, so there is no gap before it starts). Counting is a non-blocking
-flock attempt per entry in running/, under running/.lock; an entry whose lock
-is free belongs to a dead supervisor and goes. Past `max_running`,
-`TooManyTasks` before any record is written.
+flock held by the task's supervisor for its life (the creator's locked fd is
+inherited, or passed to the forker over its socket: there is no gap before it
+starts). Counting is a non-blocking flock attempt per entry in running/, under
+running/.lock; an entry whose lock is free belongs to a dead supervisor and
+goes. Past `max_running`, `TooManyTasks` before any record is written.
 
-Supervisor: `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE`, started
-in a new session, verifies the record's MAC, runs the command through
-`runner.run` under trio, polls the record every 100 ms (a cancel there
-cancels the run, which kills the process group) and records progress and the
-outcome. It outlives `mcpwrap serve`. Its pid and start time are in the
-record; a reader that finds a running task whose supervisor is gone marks it
-failed and kills what the command left behind (found by the MCPWRAP_TASK_ID
-variable every descendant inherits). It imports no jsonschema: the snapshot
-it runs is MAC-bound to what the server validated, so its schemas are not
-re-checked.
+Supervisor: started in a new session, it claims the record (its pid and start
+time), verifies the record's MAC, runs the command through `runner.run` under
+trio (so process group, cgroup/tag sweep, timeout and output cap are the
+runner's), polls the record every 100 ms (a cancel there cancels the run,
+which kills the process group) and records progress and the outcome. It
+outlives `mcpwrap serve`. The creating request waits for none of this: it
+returns once the record is durable. A server with task tools starts a
+`Forker` that forks supervisors from an interpreter that has imported all
+this already, so a command starts milliseconds after its task is created;
+without one, `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE` runs the
+same `supervise`. A reader that finds a running task whose supervisor is gone
+(or never claimed it within START_GRACE_S) marks it failed and kills what the
+command left behind (found by the MCPWRAP_TASK_ID variable every descendant
+inherits). It imports no jsonschema: the snapshot it runs is MAC-bound to
+what the server validated, so its schemas are not re-checked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import hmac
 import os
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -105,7 +113,7 @@ CANCEL_POLL_S = 0.1          # supervisor: how soon a cancel in the store stops 
 RESULT_POLL_S = 0.1          # tasks/result and `tasks result --wait`
 WATCH_POLL_S = 0.2           # status notifications of the legacy session
 START_GRACE_S = 30.0         # a record with no supervisor pid after this long never got one
-GC_INTERVAL_S = 60.0         # a background collection pass, at most this often per store
+GC_INTERVAL_S = 60.0         # the forker's collection pass, at most this often per store
 GC_BUDGET = 1000             # expired tasks one pass removes at most
 STALE_FILE_S = 3600.0        # leftover temp/lock/log files older than this go
 STALE_ENTRY_S = 60.0         # an index entry without a record (or a record without one) this old is repaired
@@ -508,8 +516,8 @@ class Store:
         entries whose record is gone and with any record it missed (a creator killed between
         the two writes); stale leftovers go too. Returns how many tasks went.
 
-        Reads the whole index and lists the directory: never on a request path, only from
-        `mcpwrap tasks gc` and a background caller's `maybe_gc`."""
+        Reads the whole index and lists the directory: never on a request, only from
+        `mcpwrap tasks gc` and the forker's periodic pass (`maybe_gc`)."""
         if not self.ready():
             return 0
         try:
@@ -628,8 +636,9 @@ def _snapshot(config: config_module.Config) -> str | None:
 
 
 def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -> int:
-    """Start the detached supervisor, holding `slot` for its life, and record its pid and start
-    time; a thread reaps it."""
+    """Start a fresh supervisor interpreter, holding `slot` for its life; a thread reaps it.
+
+    The slow way (an interpreter importing trio): for a process that has no forker."""
     log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id,
@@ -638,16 +647,16 @@ def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -
                                    start_new_session=True, close_fds=True, pass_fds=(slot,))
     finally:
         os.close(log)
-    start = process_start(process.pid, zombies=True)
     threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
-    store.claim(task_id, process.pid, start)
     return process.pid
 
 
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
                 arguments: Mapping[str, Any], ttl_ms: int, keyring: signing.Keyring, secret_file: Path,
                 max_running: int = MAX_RUNNING) -> TaskRecord:
-    """Take a running slot (TooManyTasks past `max_running`), write the signed record, start its supervisor."""
+    """Take a running slot (TooManyTasks past `max_running`), write the signed record, and hand
+    it to a supervisor, which claims it: the store's forker if `prewarm` started one, else a
+    fresh interpreter. Returns once the record is durable; nothing else is waited for."""
     task_id = new_id()
     slot = store.reserve(task_id, max_running)
     try:
@@ -656,7 +665,9 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
                               task_id=task_id)
         try:
-            spawn_supervisor(store, task_id, secret_file, slot)
+            forker = _FORKERS.get((store.root, Path(secret_file).absolute()))
+            if forker is None or not forker.fork(task_id, slot):
+                spawn_supervisor(store, task_id, secret_file, slot)
         except OSError:
             for suffix in (".json", ".log", ".lock"):
                 store.path(task_id, suffix).unlink(missing_ok=True)
@@ -667,6 +678,141 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
     finally:
         os.close(slot)                    # the supervisor holds it now
     return record
+
+
+# --- the forker: supervisors forked from an interpreter that has imported everything ---------
+class Forker:
+    """A child of the server, started with it, that has imported this module (trio, the runner,
+    the config loader) and forks one supervisor per task it is sent: the command starts
+    milliseconds after the record is durable instead of after a fresh interpreter's imports.
+
+    Why a fork server and not the alternatives: a trio-free supervisor would duplicate the
+    runner (process group, cgroup/tag sweep, timeout, output cap); forking the server itself is
+    unsafe (threads, a running trio loop); a long-lived per-store daemon that outlives servers
+    would need a socket in the state dir with peer checks, a lifetime policy and a way to
+    retire a daemon of an older mcpwrap version. The forker lives exactly as long as its
+    server's end of a socketpair, so none of that arises; what it costs is one idle
+    interpreter per server (~20 MiB) and tasks created in its first ~0.3 s wait for its
+    imports. The forked supervisor is what `python -m mcpwrap.tasks` runs (the same
+    `supervise`, MAC check first), so every guarantee of the slow path holds.
+
+    A task travels as its id plus its running slot's fd (SCM_RIGHTS), so the slot stays
+    locked across the hand-over; a send that fails (its queue is full, it died) returns False
+    and the caller starts a fresh supervisor instead, and a dead forker is replaced then. If
+    the forker dies holding a task it has not forked yet, the slot frees itself and the
+    unclaimed record is reported failed after START_GRACE_S. Between tasks it forks the
+    store's collection pass (`maybe_gc`) every GC_INTERVAL_S, so no request waits for one.
+    """
+
+    def __init__(self, store: Store, secret_file: Path) -> None:
+        self.key = (store.root, secret_file)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mcpwrap.tasks", "--forker", str(store.root), str(secret_file),
+                 str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, pass_fds=(theirs.fileno(),))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self.socket = ours
+        threading.Thread(target=self.process.wait, name=f"reap-{self.process.pid}", daemon=True).start()
+
+    def fork(self, task_id: str, slot: int) -> bool:
+        """Queue a supervisor for `task_id`; False if the forker cannot take it."""
+        try:
+            socket.send_fds(self.socket, [task_id.encode()], [slot])
+        except BlockingIOError:
+            return False                  # a backlog: this task takes the slow way
+        except OSError:
+            self.socket.close()
+            with _FORKERS_LOCK:
+                if _FORKERS.get(self.key) is self:
+                    del _FORKERS[self.key]
+            _start_forker(*self.key)      # gone: the next task is fast again
+            return False
+        return True
+
+
+_FORKERS: dict[tuple[Path, Path], Forker] = {}   # (store root, secret file) -> this process's forker
+_FORKERS_LOCK = threading.Lock()
+
+
+def prewarm(state_dir: Path, tools_file: Path, secret_file: Path) -> None:
+    """Start this process's forker for the store of `tools_file` (a server with task tools)."""
+    _start_forker(store_root(state_dir, tools_file).absolute(), Path(secret_file).absolute())
+
+
+def _start_forker(root: Path, secret_file: Path) -> None:
+    with _FORKERS_LOCK:
+        if (root, secret_file) in _FORKERS:
+            return
+        try:
+            _FORKERS[root, secret_file] = Forker(Store(root), secret_file)
+        except OSError as exc:            # tasks still run, each in a fresh interpreter
+            sys.stderr.write(f"mcpwrap: cannot start the task forker: {exc}\n")
+
+
+def _serve_forks(store: Store, secret_file: Path, channel: socket.socket) -> Callable[[], int] | None:
+    """The forker's loop. Returns None in the forker once the server's end is closed (what was
+    queued before that is still forked); in each forked child, the work that child does."""
+    selector = selectors.DefaultSelector()
+    selector.register(channel, selectors.EVENT_READ)
+    children: dict[int, int] = {}             # pidfd -> pid, reaped as they exit
+    next_gc = time.monotonic()
+
+    def fork(slot: int | None) -> bool:
+        """True in the child, with the forker's fds closed; False in the forker, `slot` handed over."""
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            selector.close()
+            channel.close()
+            for pidfd in children:
+                os.close(pidfd)
+            return True
+        if slot is not None:
+            os.close(slot)
+        pidfd = os.pidfd_open(pid)
+        children[pidfd] = pid
+        selector.register(pidfd, selectors.EVENT_READ)
+        return False
+
+    while True:
+        if time.monotonic() >= next_gc:
+            next_gc = time.monotonic() + GC_INTERVAL_S
+            if fork(None):
+                return lambda: store.maybe_gc() and 0
+        for key, _ in selector.select(max(0.0, next_gc - time.monotonic())):
+            if key.fileobj is not channel:
+                os.waitpid(children.pop(key.fd), 0)
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                continue
+            message, fds, _, _ = socket.recv_fds(channel, 64, 1)
+            if not message:
+                selector.close()
+                return None               # EOF: the server is gone; running supervisors carry on
+            task_id = message.decode("ascii", "replace")
+            if not valid_id(task_id) or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            if fork(fds[0]):
+                return functools.partial(_forked_supervisor, store, task_id, secret_file)
+
+
+def _forked_supervisor(store: Store, task_id: str, secret_file: Path) -> int:
+    """In a forked child: detach as `spawn_supervisor` would (own session, stderr to the task's
+    log), then supervise. The slot's fd stays open, unused: its flock is the running slot."""
+    os.setsid()
+    log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 2)
+    os.close(log)
+    return trio.run(supervise, Store(store.root), task_id, secret_file)
 
 
 # --- the server side: TaskOp -> store -> Core outcome -------------------------------------
@@ -910,16 +1056,27 @@ def describe(record: TaskRecord, store: Store) -> str:
     return table(rows)
 
 
+USAGE = ("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE\n"
+         "       python -m mcpwrap.tasks --forker STORE_DIR SECRET_FILE FD\n(both started by mcpwrap serve)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3 or not valid_id(args[1]):
-        sys.stderr.write("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE (started by mcpwrap serve)\n")
+    forker = len(args) == 4 and args[0] == "--forker" and args[3].isdigit()
+    if not forker and (len(args) != 3 or not valid_id(args[1])):
+        sys.stderr.write(USAGE)
         return 2
     try:
-        return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
+        if not forker:
+            return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
+        with socket.socket(fileno=int(args[3])) as channel:
+            work = _serve_forks(Store(Path(args[1])), Path(args[2]), channel)
+        return 0 if work is None else work()
     except UnsafePathError as exc:        # nothing in an unsafe store is trusted, not even to record this
         print(f"mcpwrap: task store: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from mcpwrap import config, signing, tasks
+from mcpwrap import config, runner, signing, tasks
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from mcpwrap.protocol.tools import ProtocolError
@@ -517,6 +517,22 @@ def test_the_index_follows_the_records(tmp_path: Path) -> None:
     assert [r.task_id for r in store.records()] == ids[1:] + [orphan]
 
 
+def test_creation_writes_the_record_once_and_the_supervisor_claims_it(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools, keyring = config.load(env.tools), signing.ensure_secret(env.secret, time.time())
+    written: list[str] = []
+    write = tasks.write_atomic
+    monkeypatch.setattr(tasks, "write_atomic", lambda path, data, exclusive=False: (
+        written.append(path.name), write(path, data, exclusive))[1])
+    record = tasks.create_task(env.store, tools, tools.tool("gated"), env.gated, 60_000,  # type: ignore[arg-type]
+                               keyring, env.secret)
+    assert written == [f"{record.task_id}.json"] and record.supervisor_pid is None
+    monkeypatch.undo()
+    until(lambda: (r := env.store.read(record.task_id)) and r.supervisor_pid, what="the supervisor's claim")
+    env.go.touch()
+    until(lambda: env.store.get(record.task_id).status == "completed", what="completion")
+
+
 # --- 2025-11-25 over real pipes -------------------------------------------------------------
 def test_acceptance_task_outlives_its_server_and_any_process_answers(env: Env) -> None:
     a = env.server()
@@ -670,6 +686,57 @@ def test_supervisor_stopped_by_sigterm_records_failure_and_kills_the_group(env: 
     failed = until(lambda: (r := legacy_get(server, task_id))["status"] == "failed" and r, what="failed")
     assert failed["statusMessage"] == "the task's supervisor was stopped by SIGTERM"
     until(lambda: not group_alive(pgid), what="the process group to die")
+
+
+def _parent(pid: int) -> int:
+    stat = runner.proc_stat(pid)
+    assert stat is not None, f"process {pid} is gone"
+    return int(stat[1])
+
+
+def _forker_of(server: Server) -> procs.Proc:
+    return until(lambda: next((p for p in procs.mine() if p.ppid == server.proc.pid
+                               and b"--forker" in p.read("cmdline")), None), what="the server's forker")
+
+
+def test_supervisors_are_forked_from_the_servers_forker_which_ends_with_it(env: Env) -> None:
+    server = env.server()
+    task_id = legacy_create(server, "gated", env.gated)
+    pid = int(until(lambda: (r := env.store.read(task_id)) and r.supervisor_pid, what="the supervisor's claim"))
+    forker = _forker_of(server)
+    assert _parent(pid) == forker.pid     # a fork: no interpreter start between the record and the command
+    assert procs.Proc(pid, 0, 0).read("cmdline") == forker.read("cmdline")
+    env.go.touch()
+    until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
+    until(lambda: tasks.process_start(pid) is None, what="the supervisor to exit")
+    server.close()
+    until(lambda: tasks.process_start(forker.pid) is None, what="the forker to exit with its server")
+
+
+def test_a_task_still_runs_when_the_forker_is_gone_and_the_next_has_a_new_one(env: Env) -> None:
+    server = env.server()
+    forker = _forker_of(server)
+    os.kill(forker.pid, signal.SIGKILL)
+    until(lambda: tasks.process_start(forker.pid) is None, what="the forker to be gone")
+    for fresh in (True, False):
+        task_id = legacy_create(server, "gated", env.gated)
+        pid = int(until(lambda: (r := env.store.read(task_id)) and r.supervisor_pid, what="the supervisor's claim"))
+        cmdline = procs.Proc(pid, 0, 0).read("cmdline")     # it waits for `go`: still there
+        assert (b"--forker" not in cmdline) == fresh        # a fresh interpreter, then a new forker's fork
+        env.go.touch()
+        until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
+        env.go.unlink()
+    assert _forker_of(server).pid != forker.pid
+
+
+def test_a_server_collects_expired_tasks_with_no_request(env: Env) -> None:
+    past = tasks.Store(env.store.root, clock=lambda: time.time() - 10)
+    expired = [new_record(past, ttl_ms=1_000, claim=False).task_id for _ in range(3)]
+    live = new_record(env.store, claim=False).task_id
+    env.server()                          # and not one task request
+    index = env.store.root / tasks.INDEX
+    until(lambda: index.read_bytes().count(b"\n") == 1, what="the index to lose the expired tasks")
+    assert not any(env.store.path(i).exists() for i in expired) and env.store.path(live).exists()
 
 
 def run_supervisor(store: tasks.Store, task_id: str, secret: Path) -> None:
