@@ -214,11 +214,11 @@ def main() -> int:
     for size in sizes:
         figures = results[size]
         figures["list_task"] = [1000 * ms / (size + 1) for ms in figures["list"]]   # + the warm-up task
-    print(f"{'median':34}" + "".join(f"{f'{s:,} tasks':>14}" for s in sizes) + f"{'growth':>9}")
+    print(f"{'median':34}" + "".join(f"{f'{s:,} tasks':>14}" for s in sizes) + f"{'growth':>12}")
     for key, label in ROWS:
         medians = [statistics.median(results[s][key]) for s in sizes]
         growth = medians[-1] / medians[0] if medians[0] > 0 else float("nan")
-        print(f"{label:34}" + "".join(f"{m:14.2f}" for m in medians) + f"{growth:8.2f}x")
+        print(f"{label:34}" + "".join(f"{m:14.2f}" for m in medians) + f"{growth:11.2f}x")
     print(f"{'pages walked':34}" + "".join(f"{results[s]['pages']:14d}" for s in sizes))
     if args.runs >= 2:
         print("creation p95 (ms): " + ", ".join(
