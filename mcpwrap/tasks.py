@@ -665,7 +665,8 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
                               task_id=task_id)
         try:
-            forker = _FORKERS.get((store.root, Path(secret_file).absolute()))
+            with _FORKERS_LOCK:           # a forker being started is waited for, not missed
+                forker = _FORKERS.get((store.root, Path(secret_file).absolute()))
             if forker is None or not forker.fork(task_id, slot):
                 spawn_supervisor(store, task_id, secret_file, slot)
         except OSError:
