@@ -786,7 +786,7 @@ def _serve_forks(store: Store, secret_file: Path, channel: socket.socket) -> Cal
         if time.monotonic() >= next_gc:
             next_gc = time.monotonic() + GC_INTERVAL_S
             if fork(None):
-                return lambda: store.maybe_gc() and 0
+                return functools.partial(_collect, store)
         for key, _ in selector.select(max(0.0, next_gc - time.monotonic())):
             if key.fileobj is not channel:
                 os.waitpid(children.pop(key.fd), 0)
@@ -804,6 +804,16 @@ def _serve_forks(store: Store, secret_file: Path, channel: socket.socket) -> Cal
                 continue
             if fork(fds[0]):
                 return functools.partial(_forked_supervisor, store, task_id, secret_file)
+
+
+def _collect(store: Store) -> int:
+    """In a forked child: one collection pass; a failure is one line on the server's stderr."""
+    try:
+        store.maybe_gc()
+    except OSError as exc:
+        sys.stderr.write(f"mcpwrap: collecting expired tasks in {store.root}: {exc}\n")
+        return 1
+    return 0
 
 
 def _forked_supervisor(store: Store, task_id: str, secret_file: Path) -> int:
