@@ -693,7 +693,7 @@ class Forker:
     would need a socket in the state dir with peer checks, a lifetime policy and a way to
     retire a daemon of an older mcpwrap version. The forker lives exactly as long as its
     server's end of a socketpair, so none of that arises; what it costs is one idle
-    interpreter per server (~20 MiB) and tasks created in its first ~0.3 s wait for its
+    interpreter per server (~27 MiB RSS) and tasks created in its first ~0.3 s wait for its
     imports. The forked supervisor is what `python -m mcpwrap.tasks` runs (the same
     `supervise`, MAC check first), so every guarantee of the slow path holds.
 
