@@ -9,7 +9,27 @@ and exist before any response names them. Terminal records never change
 again, so a cancel racing a completion ends in exactly one terminal state.
 Ids are `tasking.new_id()` (128 random bits, never a leading `-`) and are
 matched against a strict pattern before any path is built from them: they
-come from the client.
+come from the client. `tasks/get` opens one record.
+
+Index: `index` lists the tasks in creation order, one fixed-width line each
+(key, expiry, id; `ENTRY` bytes), so `tasks/list` pages cost the page: a
+cursor names the last entry shown (key, position, id), the next page starts
+right after it (a binary search on the increasing keys when a rewrite moved
+it), and only the records shown are opened; expired entries are skipped by
+the index alone. Chosen over the alternatives: a directory listing costs the
+store on every page, id prefixes ordered by time would change the id format
+clients and the CLI already hold, SQLite is a second source of truth that a
+crash can disagree with. The records stay the truth: the record is written
+(durably) before its entry is appended (under an flock on the store
+directory, not synced), and a collection pass re-adds a record the index
+misses and drops entries whose record is gone; a store written before the
+index existed gets one on first use.
+
+Collection: `gc` removes expired tasks, rewrites the index and clears stale
+leftovers. Nothing on a request path runs it: each server's forker (below)
+runs `maybe_gc` in a forked child every GC_INTERVAL_S (one pass per store at
+a time, at most GC_BUDGET removals), and `mcpwrap tasks gc` runs it in full.
+A `tasks/get` of an expired task still removes that one record.
 
 Trust: the store is shared with nobody. Its three directories (state dir,
 digest, tasks) are created 0700 and, on a Store's first use, checked to be
@@ -22,32 +42,40 @@ current key; the supervisor checks it (current or still-valid previous keys)
 before it runs anything, so a record swapped or forged on disk runs nothing.
 
 Ceiling: `create_task` takes a running slot first: STORE/running/<id>, an
-flock held by the task's supervisor for its life (it inherits the creator's
-locked fd, so there is no gap before it starts). Counting is a non-blocking
-flock attempt per entry in running/, under running/.lock; an entry whose lock
-is free belongs to a dead supervisor and goes. Past `max_running`,
-`TooManyTasks` before any record is written.
+flock held by the task's supervisor for its life (the creator's locked fd is
+inherited, or passed to the forker over its socket: there is no gap before it
+starts). Counting is a non-blocking flock attempt per entry in running/, under
+running/.lock; an entry whose lock is free belongs to a dead supervisor and
+goes. Past `max_running`, `TooManyTasks` before any record is written.
 
-Supervisor: `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE`, started
-in a new session, verifies the record's MAC, runs the command through
-`runner.run` under trio, polls the record every 100 ms (a cancel there
-cancels the run, which kills the process group) and records progress and the
-outcome. It outlives `mcpwrap serve`. Its pid and start time are in the
-record; a reader that finds a running task whose supervisor is gone marks it
-failed and kills what the command left behind (found by the MCPWRAP_TASK_ID
-variable every descendant inherits). It imports no jsonschema: the snapshot
-it runs is MAC-bound to what the server validated, so its schemas are not
-re-checked.
+Supervisor: started in a new session, it claims the record (its pid and start
+time), verifies the record's MAC, runs the command through `runner.run` under
+trio (so process group, cgroup/tag sweep, timeout and output cap are the
+runner's), polls the record every 100 ms (a cancel there cancels the run,
+which kills the process group) and records progress and the outcome. It
+outlives `mcpwrap serve`. The creating request waits for none of this: it
+returns once the record is durable. A server with task tools starts a
+`Forker` that forks supervisors from an interpreter that has imported all
+this already, so a command starts milliseconds after its task is created;
+without one, `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE` runs the
+same `supervise`. A reader that finds a running task whose supervisor is gone
+(or never claimed it within START_GRACE_S) marks it failed and kills what the
+command left behind (found by the MCPWRAP_TASK_ID variable every descendant
+inherits). It imports no jsonschema: the snapshot it runs is MAC-bound to
+what the server validated, so its schemas are not re-checked.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import hmac
 import os
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -85,8 +113,13 @@ CANCEL_POLL_S = 0.1          # supervisor: how soon a cancel in the store stops 
 RESULT_POLL_S = 0.1          # tasks/result and `tasks result --wait`
 WATCH_POLL_S = 0.2           # status notifications of the legacy session
 START_GRACE_S = 30.0         # a record with no supervisor pid after this long never got one
-GC_INTERVAL_S = 60.0         # opportunistic collection on create, at most this often per store
+GC_INTERVAL_S = 60.0         # the forker's collection pass, at most this often per store
+GC_BUDGET = 1000             # expired tasks one pass removes at most
 STALE_FILE_S = 3600.0        # leftover temp/lock/log files older than this go
+STALE_ENTRY_S = 60.0         # an index entry without a record (or a record without one) this old is repaired
+INDEX = "index"              # the creation-ordered index of the store (see Store.page)
+ENTRY = 54                   # bytes per index entry
+GC_MARKER = ".gc"            # its mtime: the last collection pass; its flock: one pass at a time
 LOG_CAP = 1024 * 1024        # bytes of command stderr kept in <id>.log
 TASK_ENV = "MCPWRAP_TASK_ID"
 MAX_RUNNING = 16             # tasks running at once per store (`--max-tasks`)
@@ -203,8 +236,104 @@ class Store:
                             status_message=CREATED_MESSAGE, snapshot=snapshot)
         record = replace(record, mac=record_mac(record, key))
         write_atomic(self.path(record.task_id), _encode(record), exclusive=True)
-        self.maybe_gc()
+        try:
+            self._append(record)
+        except BaseException:
+            self.path(record.task_id).unlink(missing_ok=True)
+            raise
         return record
+
+    # --- the index: creation order, for pages that cost what they show --------------------
+    @contextlib.contextmanager
+    def _index_locked(self) -> Iterator[None]:
+        """Appends and rewrites of the index, one at a time: an flock on the store directory
+        itself (its inode never changes, unlike the index's, which a rewrite replaces)."""
+        fd = private_dir(self.root, create=False)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _append(self, record: TaskRecord) -> None:
+        """Add the record's entry with a key above every key in the index. Not synced: the index
+        is derived from the records, and a pass of `gc` re-adds what a crash lost."""
+        with self._index_locked():
+            try:
+                fd = self.open_file(self.root / INDEX, os.O_RDWR)
+            except FileNotFoundError:
+                if set(self.ids()) - {record.task_id}:
+                    self._build_index()   # records of an earlier version: all of them, this one included
+                    return
+                fd = self.open_file(self.root / INDEX, os.O_RDWR | os.O_CREAT)
+            try:
+                size = os.fstat(fd).st_size
+                if size % ENTRY:              # a torn entry from a crash: every later one would be misaligned
+                    size -= size % ENTRY
+                    os.ftruncate(fd, size)
+                last = _parse_entry(os.pread(fd, ENTRY, size - ENTRY)) if size else None
+                key = max(int(record.created_at * 1_000_000), last[0] + 1 if last else 0)
+                os.pwrite(fd, _entry(key, record), size)
+            finally:
+                os.close(fd)
+
+    def _open_index(self) -> int:
+        """The index as a checked fd. A store with records but no index (written by an earlier
+        version) gets one first. FileNotFoundError: no store, or nothing in it."""
+        try:
+            return self.open_file(self.root / INDEX)
+        except FileNotFoundError:
+            if not self.ids():
+                raise
+        with self._index_locked():
+            try:
+                return self.open_file(self.root / INDEX)
+            except FileNotFoundError:
+                self._build_index()
+        return self.open_file(self.root / INDEX)
+
+    def _build_index(self) -> None:
+        """The index of every record, in creation order (the caller holds the index lock)."""
+        records = sorted((r for i in self.ids() if (r := self._readable(i)) is not None),
+                         key=lambda r: (r.created_at, r.task_id))
+        entries, key = [], 0
+        for record in records:
+            key = max(int(record.created_at * 1_000_000), key + 1)
+            entries.append(_entry(key, record))
+        write_atomic(self.root / INDEX, b"".join(entries))
+
+    def _readable(self, task_id: str) -> TaskRecord | None:
+        with contextlib.suppress(ValueError, OSError):
+            return self.read(task_id)
+        return None
+
+    def _entries(self, fd: int, start: int) -> Iterator[tuple[int, int, int, str]]:
+        """(position, key, expiry in ms, id) from entry `start` on, read a few pages at a time."""
+        position = start
+        while chunk := os.pread(fd, ENTRY * 64, position * ENTRY):
+            for offset in range(0, len(chunk) - ENTRY + 1, ENTRY):
+                parsed = _parse_entry(chunk[offset:offset + ENTRY])
+                if parsed is not None:
+                    yield (position, *parsed)
+                position += 1
+            if len(chunk) < ENTRY * 64:
+                return
+
+    def _resume(self, fd: int, key: int, position: int, task_id: str) -> int:
+        """Where the page after (key, position, id) starts: that entry's successor, found at
+        `position` unless a rewrite moved it, else by binary search (keys only increase)."""
+        low, high = 0, os.fstat(fd).st_size // ENTRY
+        at = _parse_entry(os.pread(fd, ENTRY, position * ENTRY)) if position < high else None
+        if at is not None and at[0] == key and at[2] == task_id:
+            return position + 1
+        while low < high:
+            middle = (low + high) // 2
+            entry = _parse_entry(os.pread(fd, ENTRY, middle * ENTRY))
+            if entry is not None and entry[0] > key:
+                high = middle
+            else:
+                low = middle + 1
+        return low
 
     @contextlib.contextmanager
     def _flocked(self, path: Path) -> Iterator[None]:
@@ -324,13 +453,47 @@ class Store:
             kill_leftovers(record.task_id)
         return marked or record
 
-    def records(self) -> list[TaskRecord]:
-        """Every live task (expired ones are collected on the way)."""
-        records = []
-        for task_id in self.ids():
+    def page(self, cursor: str | None, size: int) -> tuple[list[TaskRecord], str | None]:
+        """Up to `size` live tasks after `cursor`, oldest first, and the cursor of the next page
+        (None: no live task follows). Costs the page, not the store: the index is read from
+        where the cursor points, and only the records shown (plus the one that proves there
+        is a next page) are opened."""
+        after = tasking.decode_cursor(cursor) if cursor is not None else None   # -32602 before any I/O
+        chosen: list[TaskRecord] = []
+        try:
+            fd = self._open_index()
+        except FileNotFoundError:
+            return [], None
+        try:
+            last: tuple[int, int] = (0, 0)
+            for position, key, record in self._live(fd, self._resume(fd, *after) if after else 0):
+                if len(chosen) == max(1, size):
+                    return chosen, tasking.encode_cursor(last[1], last[0], chosen[-1].task_id)
+                chosen.append(record)
+                last = (position, key)
+        finally:
+            os.close(fd)
+        return chosen, None
+
+    def _live(self, fd: int, start: int) -> Iterator[tuple[int, int, TaskRecord]]:
+        """(position, key, record) of each task from entry `start` on that has neither expired
+        (by the index alone) nor gone; a dead supervisor's task is reported failed on the way."""
+        for position, key, expires_ms, task_id in self._entries(fd, start):
+            if expires_ms <= self.clock() * 1000:
+                continue
             with contextlib.suppress(TaskLookupError, ValueError, OSError):
-                records.append(self.get(task_id))
-        return records
+                yield position, key, self.get(task_id)
+
+    def records(self) -> list[TaskRecord]:
+        """Every live task, oldest first."""
+        try:
+            fd = self._open_index()
+        except FileNotFoundError:
+            return []
+        try:
+            return [record for _, _, record in self._live(fd, 0)]
+        finally:
+            os.close(fd)
 
     def ids(self) -> list[str]:
         if not self.ready():
@@ -348,34 +511,105 @@ class Store:
                 self.path(task_id, suffix).unlink(missing_ok=True)
         return record is not None
 
-    def gc(self) -> int:
-        """Remove expired records and stale leftovers; returns how many tasks went."""
+    def gc(self, budget: int | None = None) -> int:
+        """Remove expired tasks (at most `budget` of them), then rewrite the index without the
+        entries whose record is gone and with any record it missed (a creator killed between
+        the two writes); stale leftovers go too. Returns how many tasks went.
+
+        Reads the whole index and lists the directory: never on a request, only from
+        `mcpwrap tasks gc` and the forker's periodic pass (`maybe_gc`)."""
+        if not self.ready():
+            return 0
+        try:
+            fd = self._open_index()
+        except FileNotFoundError:
+            return 0
+        try:
+            now_ms = self.clock() * 1000
+            expired = [task_id for _, _, expires_ms, task_id in self._entries(fd, 0) if expires_ms <= now_ms]
+        finally:
+            os.close(fd)
         removed = 0
-        for task_id in self.ids():
+        for task_id in expired[:budget]:
             with contextlib.suppress(ValueError, OSError):
-                record = self.read(task_id)
-                if record is not None and self.clock() >= record.expires_at:
-                    removed += self.remove(task_id)
-        live: set[str] = set(self.ids())
-        cutoff = time.time() - STALE_FILE_S
-        for entry in os.scandir(self.root) if self.root.is_dir() else []:
-            stem = entry.name.rsplit(".", 1)[0]
-            orphan = entry.name.endswith((".lock", ".log")) and stem not in live
-            with contextlib.suppress(OSError):
-                if (orphan or entry.name.endswith(".tmp")) and entry.stat().st_mtime < cutoff:
-                    os.unlink(entry.path)
+                removed += self.remove(task_id)
+        self._rewrite_index(set(expired))
         return removed
 
-    def maybe_gc(self) -> None:
-        """Collect at most every GC_INTERVAL_S per store, whichever process gets there first."""
-        marker = self.root / ".gc"
+    def _rewrite_index(self, expired: set[str]) -> None:
+        """Drop entries whose record is gone, add records the index misses, and clean up leftovers.
+        Unless it has expired, an entry or a record younger than STALE_ENTRY_S is left alone: its
+        creator may be between writing the record and appending the entry."""
+        stored, recent = set(), set()
+        cutoff, young = time.time() - STALE_FILE_S, time.time() - STALE_ENTRY_S
+        for entry in os.scandir(self.root):
+            name, stem = entry.name, entry.name.rsplit(".", 1)[0]
+            with contextlib.suppress(OSError):
+                if name.endswith(".json") and valid_id(stem):
+                    stored.add(stem)
+                    if entry.stat().st_mtime >= young:
+                        recent.add(stem)
+                elif name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+        for entry in os.scandir(self.root):       # lock and log files of tasks that are gone
+            stem = entry.name.rsplit(".", 1)[0]
+            with contextlib.suppress(OSError):
+                if entry.name.endswith((".lock", ".log")) and stem not in stored and entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+        with self._index_locked():
+            fd = self.open_file(self.root / INDEX)
+            try:
+                entries = list(self._entries(fd, 0))
+                raw = os.pread(fd, os.fstat(fd).st_size, 0)
+            finally:
+                os.close(fd)
+            indexed = {task_id for *_, task_id in entries}
+            young_key = int(young * 1_000_000)
+            kept = [raw[p * ENTRY:(p + 1) * ENTRY] for p, key, _, task_id in entries
+                    if task_id in stored or (key >= young_key and task_id not in expired)]
+            missed = sorted((r for i in stored - indexed - recent if (r := self._readable(i)) is not None),
+                            key=lambda r: (r.created_at, r.task_id))
+            key = max((k for _, k, _, _ in entries), default=0)
+            for record in missed:
+                key += 1
+                kept.append(_entry(key, record))
+            if len(kept) != len(entries) or missed or len(raw) != len(entries) * ENTRY:
+                write_atomic(self.root / INDEX, b"".join(kept))
+
+    def maybe_gc(self) -> int:
+        """`gc(GC_BUDGET)` at most every GC_INTERVAL_S per store, by one process at a time."""
+        if not self.ready():
+            return 0
+        fd = self.open_file(self.root / GC_MARKER, os.O_RDWR | os.O_CREAT)
         try:
-            if time.time() - marker.stat().st_mtime < GC_INTERVAL_S:
-                return
-        except FileNotFoundError:
-            pass
-        marker.touch()
-        self.gc()
+            st = os.fstat(fd)
+            if st.st_size and time.time() - st.st_mtime < GC_INTERVAL_S:
+                return 0
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0                  # another process is collecting
+            os.pwrite(fd, b"1", 0)
+            os.utime(fd)
+            return self.gc(GC_BUDGET)
+        finally:
+            os.close(fd)
+
+
+def _entry(key: int, record: TaskRecord) -> bytes:
+    """One index line, ENTRY bytes: creation key (µs, unique, increasing), expiry (ms), id."""
+    return f"{key:016x} {int(record.expires_at * 1000):012x} {record.task_id:<23}\n".encode()
+
+
+def _parse_entry(raw: bytes) -> tuple[int, int, str] | None:
+    """(key, expiry in ms, id), or None for anything that is not a whole, well-formed entry."""
+    if len(raw) != ENTRY or raw[-1:] != b"\n":
+        return None
+    try:
+        key, expires_ms, task_id = int(raw[:16], 16), int(raw[17:29], 16), raw[30:53].decode().rstrip(" ")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return (key, expires_ms, task_id) if valid_id(task_id) else None
 
 
 def _summary(result: Mapping[str, Any]) -> str:
@@ -402,8 +636,9 @@ def _snapshot(config: config_module.Config) -> str | None:
 
 
 def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -> int:
-    """Start the detached supervisor, holding `slot` for its life, and record its pid and start
-    time; a thread reaps it."""
+    """Start a fresh supervisor interpreter, holding `slot` for its life; a thread reaps it.
+
+    The slow way (an interpreter importing trio): for a process that has no forker."""
     log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id,
@@ -412,16 +647,16 @@ def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -
                                    start_new_session=True, close_fds=True, pass_fds=(slot,))
     finally:
         os.close(log)
-    start = process_start(process.pid, zombies=True)
     threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
-    store.claim(task_id, process.pid, start)
     return process.pid
 
 
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
                 arguments: Mapping[str, Any], ttl_ms: int, keyring: signing.Keyring, secret_file: Path,
                 max_running: int = MAX_RUNNING) -> TaskRecord:
-    """Take a running slot (TooManyTasks past `max_running`), write the signed record, start its supervisor."""
+    """Take a running slot (TooManyTasks past `max_running`), write the signed record, and hand
+    it to a supervisor, which claims it: the store's forker if `prewarm` started one, else a
+    fresh interpreter. Returns once the record is durable; nothing else is waited for."""
     task_id = new_id()
     slot = store.reserve(task_id, max_running)
     try:
@@ -430,7 +665,10 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
                               task_id=task_id)
         try:
-            spawn_supervisor(store, task_id, secret_file, slot)
+            with _FORKERS_LOCK:           # a forker being started is waited for, not missed
+                forker = _FORKERS.get((store.root, Path(secret_file).absolute()))
+            if forker is None or not forker.fork(task_id, slot):
+                spawn_supervisor(store, task_id, secret_file, slot)
         except OSError:
             for suffix in (".json", ".log", ".lock"):
                 store.path(task_id, suffix).unlink(missing_ok=True)
@@ -441,6 +679,151 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
     finally:
         os.close(slot)                    # the supervisor holds it now
     return record
+
+
+# --- the forker: supervisors forked from an interpreter that has imported everything ---------
+class Forker:
+    """A child of the server, started with it, that has imported this module (trio, the runner,
+    the config loader) and forks one supervisor per task it is sent: the command starts
+    milliseconds after the record is durable instead of after a fresh interpreter's imports.
+
+    Why a fork server and not the alternatives: a trio-free supervisor would duplicate the
+    runner (process group, cgroup/tag sweep, timeout, output cap); forking the server itself is
+    unsafe (threads, a running trio loop); a long-lived per-store daemon that outlives servers
+    would need a socket in the state dir with peer checks, a lifetime policy and a way to
+    retire a daemon of an older mcpwrap version. The forker lives exactly as long as its
+    server's end of a socketpair, so none of that arises; what it costs is one idle
+    interpreter per server (~27 MiB RSS) and tasks created in its first ~0.3 s wait for its
+    imports. The forked supervisor is what `python -m mcpwrap.tasks` runs (the same
+    `supervise`, MAC check first), so every guarantee of the slow path holds.
+
+    A task travels as its id plus its running slot's fd (SCM_RIGHTS), so the slot stays
+    locked across the hand-over; a send that fails (its queue is full, it died) returns False
+    and the caller starts a fresh supervisor instead, and a dead forker is replaced then. If
+    the forker dies holding a task it has not forked yet, the slot frees itself and the
+    unclaimed record is reported failed after START_GRACE_S. Between tasks it forks the
+    store's collection pass (`maybe_gc`) every GC_INTERVAL_S, so no request waits for one.
+    """
+
+    def __init__(self, store: Store, secret_file: Path) -> None:
+        self.key = (store.root, secret_file)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mcpwrap.tasks", "--forker", str(store.root), str(secret_file),
+                 str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                start_new_session=True, close_fds=True, pass_fds=(theirs.fileno(),))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self.socket = ours
+        threading.Thread(target=self.process.wait, name=f"reap-{self.process.pid}", daemon=True).start()
+
+    def fork(self, task_id: str, slot: int) -> bool:
+        """Queue a supervisor for `task_id`; False if the forker cannot take it."""
+        try:
+            socket.send_fds(self.socket, [task_id.encode()], [slot])
+        except BlockingIOError:
+            return False                  # a backlog: this task takes the slow way
+        except OSError:
+            self.socket.close()
+            with _FORKERS_LOCK:
+                if _FORKERS.get(self.key) is self:
+                    del _FORKERS[self.key]
+            _start_forker(*self.key)      # gone: the next task is fast again
+            return False
+        return True
+
+
+_FORKERS: dict[tuple[Path, Path], Forker] = {}   # (store root, secret file) -> this process's forker
+_FORKERS_LOCK = threading.Lock()
+
+
+def prewarm(state_dir: Path, tools_file: Path, secret_file: Path) -> None:
+    """Start this process's forker for the store of `tools_file` (a server with task tools)."""
+    _start_forker(store_root(state_dir, tools_file).absolute(), Path(secret_file).absolute())
+
+
+def _start_forker(root: Path, secret_file: Path) -> None:
+    with _FORKERS_LOCK:
+        if (root, secret_file) in _FORKERS:
+            return
+        try:
+            _FORKERS[root, secret_file] = Forker(Store(root), secret_file)
+        except OSError as exc:            # tasks still run, each in a fresh interpreter
+            sys.stderr.write(f"mcpwrap: cannot start the task forker: {exc}\n")
+
+
+def _serve_forks(store: Store, secret_file: Path, channel: socket.socket) -> Callable[[], int] | None:
+    """The forker's loop. Returns None in the forker once the server's end is closed (what was
+    queued before that is still forked); in each forked child, the work that child does."""
+    selector = selectors.DefaultSelector()
+    selector.register(channel, selectors.EVENT_READ)
+    children: dict[int, int] = {}             # pidfd -> pid, reaped as they exit
+    next_gc = time.monotonic()
+
+    def fork(slot: int | None) -> bool:
+        """True in the child, with the forker's fds closed; False in the forker, `slot` handed over."""
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            selector.close()
+            channel.close()
+            for pidfd in children:
+                os.close(pidfd)
+            return True
+        if slot is not None:
+            os.close(slot)
+        pidfd = os.pidfd_open(pid)
+        children[pidfd] = pid
+        selector.register(pidfd, selectors.EVENT_READ)
+        return False
+
+    while True:
+        if time.monotonic() >= next_gc:
+            next_gc = time.monotonic() + GC_INTERVAL_S
+            if fork(None):
+                return functools.partial(_collect, store)
+        for key, _ in selector.select(max(0.0, next_gc - time.monotonic())):
+            if key.fileobj is not channel:
+                os.waitpid(children.pop(key.fd), 0)
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                continue
+            message, fds, _, _ = socket.recv_fds(channel, 64, 1)
+            if not message:
+                selector.close()
+                return None               # EOF: the server is gone; running supervisors carry on
+            task_id = message.decode("ascii", "replace")
+            if not valid_id(task_id) or len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            if fork(fds[0]):
+                return functools.partial(_forked_supervisor, store, task_id, secret_file)
+
+
+def _collect(store: Store) -> int:
+    """In a forked child: one collection pass; a failure is one line on the server's stderr."""
+    try:
+        store.maybe_gc()
+    except OSError as exc:
+        sys.stderr.write(f"mcpwrap: collecting expired tasks in {store.root}: {exc}\n")
+        return 1
+    return 0
+
+
+def _forked_supervisor(store: Store, task_id: str, secret_file: Path) -> int:
+    """In a forked child: detach as `spawn_supervisor` would (own session, stderr to the task's
+    log), then supervise. The slot's fd stays open, unused: its flock is the running slot."""
+    os.setsid()
+    log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(log, 2)
+    os.close(log)
+    return trio.run(supervise, Store(store.root), task_id, secret_file)
 
 
 # --- the server side: TaskOp -> store -> Core outcome -------------------------------------
@@ -460,8 +843,7 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
                 max_running))
             return core.task_created(ctx, record)
         if op.op == "list":
-            records = await trio.to_thread.run_sync(store.records)
-            chosen, next_cursor = tasking.page(records, op.cursor, core.page_size)
+            chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size)
             return core.task_page(ctx, chosen, next_cursor)
         task_id = op.task_id or ""
         record = await trio.to_thread.run_sync(store.get, task_id)
@@ -685,16 +1067,27 @@ def describe(record: TaskRecord, store: Store) -> str:
     return table(rows)
 
 
+USAGE = ("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE\n"
+         "       python -m mcpwrap.tasks --forker STORE_DIR SECRET_FILE FD\n(both started by mcpwrap serve)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3 or not valid_id(args[1]):
-        sys.stderr.write("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE (started by mcpwrap serve)\n")
+    forker = len(args) == 4 and args[0] == "--forker" and args[3].isdigit()
+    if not forker and (len(args) != 3 or not valid_id(args[1])):
+        sys.stderr.write(USAGE)
         return 2
     try:
-        return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
+        if not forker:
+            return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
+        with socket.socket(fileno=int(args[3])) as channel:
+            work = _serve_forks(Store(Path(args[1])), Path(args[2]), channel)
+        return 0 if work is None else work()
     except UnsafePathError as exc:        # nothing in an unsafe store is trusted, not even to record this
         print(f"mcpwrap: task store: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

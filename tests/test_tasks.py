@@ -8,6 +8,7 @@ is a bounded poll against a deadline.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -30,9 +31,10 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from mcpwrap import config, signing, tasks
+from mcpwrap import config, runner, signing, tasks
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
+from mcpwrap.protocol.tools import ProtocolError
 from tests import mcpschema, procs
 from tests.harness import until
 from tests.procs import group_alive
@@ -422,14 +424,116 @@ def test_list_pages_with_opaque_validated_cursors(tmp_path: Path) -> None:
     records = [new_record(store) for _ in range(5)]
     seen, cursor = [], None
     while True:
-        chosen, cursor = tasking.page(store.records(), cursor, 2)
+        chosen, cursor = store.page(cursor, 2)
         seen += [r.task_id for r in chosen]
         if cursor is None:
             break
     assert sorted(seen) == sorted(r.task_id for r in records) and len(seen) == 5
     for bad in ("", "nope", "MTpmb286YmFy", "x" * 200):
         with pytest.raises(Exception, match="Invalid cursor"):
-            tasking.page(store.records(), bad, 2)
+            store.page(bad, 2)
+
+
+def test_a_page_opens_only_the_records_it_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tasks.Store(tmp_path / "store")
+    records = [new_record(store) for _ in range(60)]
+    opened: list[str] = []
+    read = tasks.Store.read
+    monkeypatch.setattr(tasks.Store, "read", lambda self, task_id: opened.append(task_id) or read(self, task_id))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        opened.clear()
+        chosen, cursor = store.page(cursor, 10)
+        assert len(set(opened)) <= 11         # the page, and the task that proves there is a next one
+        seen += [r.task_id for r in chosen]
+        if cursor is None:
+            break
+    assert seen == [r.task_id for r in records]             # creation order, each task once
+
+
+def test_a_cursor_resumes_after_its_task_across_collection_and_new_tasks(tmp_path: Path) -> None:
+    now = [time.time()]
+    store = tasks.Store(tmp_path / "store", clock=lambda: now[0])
+    records = [new_record(store, ttl_ms=1_000 if i % 2 == 0 else 600_000) for i in range(10)]
+    first, cursor = store.page(None, 3)
+    assert [r.task_id for r in first] == [r.task_id for r in records[:3]] and cursor is not None
+    now[0] += 2                           # the even ones expire and go: every later entry moves up
+    assert store.gc() == 5
+    late = new_record(store)
+    rest: list[str] = []
+    while cursor is not None:
+        chosen, cursor = store.page(cursor, 3)
+        rest += [r.task_id for r in chosen]
+    assert rest == [r.task_id for r in records[3::2]] + [late.task_id]
+    forged = base64.urlsafe_b64encode(b"2:1:0:../../../etc/passwd").decode()
+    for bad in (forged, tasking.encode_cursor(1, 0, "x")[:-2], "2:1:0:" + late.task_id):
+        with pytest.raises(ProtocolError, match="Invalid cursor"):
+            store.page(bad, 3)
+
+
+def test_creation_never_collects_and_a_pass_collects_within_its_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [time.time()]
+    store = tasks.Store(tmp_path / "store", clock=lambda: now[0])
+    expired = [new_record(store, ttl_ms=1_000).task_id for _ in range(5)]
+    now[0] += 2
+    marker = store.root / ".gc"
+    marker.touch()
+    os.utime(marker, (0, 0))              # collection is due...
+    kept = new_record(store).task_id      # ...yet creation leaves it
+    assert all(store.path(i).exists() for i in expired)
+    monkeypatch.setattr(tasks, "GC_BUDGET", 2)
+    assert marker.name == tasks.GC_MARKER
+    for left in (3, 1, 0):
+        assert store.maybe_gc() == (2 if left else 1)
+        assert sum(store.path(i).exists() for i in expired) == left
+        assert store.maybe_gc() == 0                        # not due again within GC_INTERVAL_S
+        os.utime(marker, (0, 0))
+    indexed = (store.root / tasks.INDEX).read_bytes()
+    assert len(indexed) == tasks.ENTRY and kept.encode() in indexed
+    assert [r.task_id for r in store.records()] == [kept]
+
+
+def test_the_index_follows_the_records(tmp_path: Path) -> None:
+    store = tasks.Store(tmp_path / "store")
+    ids = [new_record(store).task_id for _ in range(5)]
+    index = store.root / tasks.INDEX
+    index.unlink()                        # a store written before the index existed
+    assert [r.task_id for r in tasks.Store(store.root).records()] == ids
+    with index.open("ab") as f:
+        f.write(b"00000")                 # a crash in the middle of an append
+    ids.append(new_record(store).task_id)
+    assert [r.task_id for r in store.records()] == ids
+    orphan = new_record(store).task_id    # its creator was killed between the record and its entry
+    index.write_bytes(index.read_bytes()[:-tasks.ENTRY])
+    assert [r.task_id for r in store.records()] == ids
+    store.gc()
+    assert [r.task_id for r in store.records()] == ids   # a fresh record may still get its entry
+    old = time.time() - tasks.STALE_ENTRY_S - 1
+    os.utime(store.path(orphan), (old, old))
+    store.gc()
+    assert [r.task_id for r in store.records()] == ids + [orphan]
+    store.path(ids[0]).unlink()           # a record gone by hand: its entry goes once it is old
+    store.gc()
+    assert index.read_bytes().count(b"\n") == len(ids) + 1
+    assert [r.task_id for r in store.records()] == ids[1:] + [orphan]
+
+
+def test_creation_writes_the_record_once_and_the_supervisor_claims_it(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools, keyring = config.load(env.tools), signing.ensure_secret(env.secret, time.time())
+    written: list[str] = []
+    write = tasks.write_atomic
+    monkeypatch.setattr(tasks, "write_atomic", lambda path, data, exclusive=False: (
+        written.append(path.name), write(path, data, exclusive))[1])
+    record = tasks.create_task(env.store, tools, tools.tool("gated"), env.gated, 60_000,  # type: ignore[arg-type]
+                               keyring, env.secret)
+    assert written == [f"{record.task_id}.json"] and record.supervisor_pid is None
+    monkeypatch.undo()
+    until(lambda: (r := env.store.read(record.task_id)) and r.supervisor_pid, what="the supervisor's claim")
+    env.go.touch()
+    until(lambda: env.store.get(record.task_id).status == "completed", what="completion")
 
 
 # --- 2025-11-25 over real pipes -------------------------------------------------------------
@@ -585,6 +689,58 @@ def test_supervisor_stopped_by_sigterm_records_failure_and_kills_the_group(env: 
     failed = until(lambda: (r := legacy_get(server, task_id))["status"] == "failed" and r, what="failed")
     assert failed["statusMessage"] == "the task's supervisor was stopped by SIGTERM"
     until(lambda: not group_alive(pgid), what="the process group to die")
+
+
+def _parent(pid: int) -> int:
+    stat = runner.proc_stat(pid)
+    assert stat is not None, f"process {pid} is gone"
+    return int(stat[1])
+
+
+def _forker_of(server: Server) -> procs.Proc:
+    return until(lambda: next((p for p in procs.mine() if p.ppid == server.proc.pid
+                               and b"--forker" in p.read("cmdline")), None), what="the server's forker")
+
+
+def test_supervisors_are_forked_from_the_servers_forker_which_ends_with_it(env: Env) -> None:
+    server = env.server()
+    forker = _forker_of(server)           # started with the server (a task created sooner goes the slow way)
+    task_id = legacy_create(server, "gated", env.gated)
+    pid = int(until(lambda: (r := env.store.read(task_id)) and r.supervisor_pid, what="the supervisor's claim"))
+    assert _parent(pid) == forker.pid     # a fork: no interpreter start between the record and the command
+    assert procs.Proc(pid, 0, 0).read("cmdline") == forker.read("cmdline")
+    env.go.touch()
+    until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
+    until(lambda: tasks.process_start(pid) is None, what="the supervisor to exit")
+    server.close()
+    until(lambda: tasks.process_start(forker.pid) is None, what="the forker to exit with its server")
+
+
+def test_a_task_still_runs_when_the_forker_is_gone_and_the_next_has_a_new_one(env: Env) -> None:
+    server = env.server()
+    forker = _forker_of(server)
+    os.kill(forker.pid, signal.SIGKILL)
+    until(lambda: tasks.process_start(forker.pid) is None, what="the forker to be gone")
+    for fresh in (True, False):
+        task_id = legacy_create(server, "gated", env.gated)
+        pid = int(until(lambda: (r := env.store.read(task_id)) and r.supervisor_pid, what="the supervisor's claim"))
+        cmdline = procs.Proc(pid, 0, 0).read("cmdline")     # it waits for `go`: still there
+        assert (b"--forker" not in cmdline) == fresh        # a fresh interpreter, then a new forker's fork
+        env.go.touch()
+        until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
+        env.go.unlink()
+    assert _forker_of(server).pid != forker.pid
+
+
+def test_a_server_collects_expired_tasks_with_no_request(env: Env) -> None:
+    past = tasks.Store(env.store.root, clock=lambda: time.time() - 10)
+    expired = [new_record(past, ttl_ms=1_000, claim=False).task_id for _ in range(3)]
+    live = new_record(env.store, claim=False).task_id
+    env.server()                          # and not one task request
+    until(lambda: not any(env.store.path(i).exists() for i in expired), what="the expired tasks to go")
+    index = env.store.root / tasks.INDEX
+    until(lambda: index.read_bytes().count(b"\n") == 1, what="the index to lose them too")
+    assert env.store.path(live).exists()
 
 
 def run_supervisor(store: tasks.Store, task_id: str, secret: Path) -> None:

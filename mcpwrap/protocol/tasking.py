@@ -52,7 +52,7 @@ TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{22}|[A-Za-z0-9_-]{22}")
 MIN_TTL_MS = 1_000                              # a shorter requested ttl would expire before a first poll
 CREATED_MESSAGE = "The operation is now in progress."
 CANCELLED_MESSAGE = "The task was cancelled by request."
-_CURSOR = re.compile(r"^1:(\d{1,20}):([A-Za-z0-9_-]{22,23})$")
+_CURSOR = re.compile(r"2:(\d{1,20}):(\d{1,12}):([A-Za-z0-9_-]{22,23})")
 
 
 @dataclass(frozen=True)
@@ -243,32 +243,21 @@ def create_result(record: TaskRecord, rev: Revision) -> dict[str, Any]:
     return modern_task(record) if rev.modern else {"task": legacy_task(record)}
 
 
-# --- tasks/list pagination: keyset cursors, opaque and validated ----------------------------
-def sort_key(record: TaskRecord) -> tuple[int, str]:
-    return (int(record.created_at * 1_000_000), record.task_id)
+# --- tasks/list pagination: cursors into the store's creation index, opaque and validated ---
+def encode_cursor(key: int, position: int, task_id: str) -> str:
+    """The page after the task whose index entry has `key` (`position` is where it was: a hint)."""
+    return base64.urlsafe_b64encode(f"2:{key}:{position}:{task_id}".encode()).decode().rstrip("=")
 
 
-def encode_cursor(record: TaskRecord) -> str:
-    micros, task_id = sort_key(record)
-    return base64.urlsafe_b64encode(f"1:{micros}:{task_id}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[int, str]:
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode() if len(cursor) <= 128 else ""
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        text = ""
+def decode_cursor(cursor: Any) -> tuple[int, int, str]:
+    """(key, position, task id) of a cursor `encode_cursor` made; anything else is -32602."""
+    text = ""
+    if isinstance(cursor, str) and len(cursor) <= 128:
+        try:
+            text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        except (ValueError, UnicodeDecodeError, binascii.Error):
+            pass
     match = _CURSOR.fullmatch(text)
-    if match is None:
+    if match is None or not valid_id(match[3]):
         raise invalid_params("Invalid cursor")
-    return int(match[1]), match[2]
-
-
-def page(records: Sequence[TaskRecord], cursor: str | None, size: int) -> tuple[list[TaskRecord], str | None]:
-    """One page after `cursor`, oldest first; stable while tasks come and go."""
-    ordered = sorted(records, key=sort_key)
-    if cursor is not None:
-        after = decode_cursor(cursor)
-        ordered = [r for r in ordered if sort_key(r) > after]
-    chosen = ordered[:max(1, size)]
-    return chosen, encode_cursor(chosen[-1]) if len(ordered) > len(chosen) else None
+    return int(match[1]), int(match[2]), match[3]
