@@ -766,10 +766,9 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
         return error_result(f"'{tool.name}' asks for confinement this machine cannot enforce: "
                             + "; ".join(gaps) + " (set required = false to run it anyway); nothing ran")
     tag = secrets.token_hex(8)
-    inherited = _inherited_env()
-    env = {**build_env(tool, args, inherited), CALL_ENV: tag}
-    if TASK_ENV in inherited:
-        env[TASK_ENV] = inherited[TASK_ENV]
+    env = {**build_env(tool, args, _inherited_env()), CALL_ENV: tag}
+    if (task_id := os.environ.get(TASK_ENV)) is not None:   # set by the supervisor after any copy
+        env[TASK_ENV] = task_id
     stdin_data: bytes | None = None
     if tool.stdin_arg is not None and tool.stdin_arg in args:
         value = args[tool.stdin_arg]

@@ -121,7 +121,7 @@ INDEX = "index"              # the creation-ordered index of the store (see Stor
 ENTRY = 54                   # bytes per index entry
 GC_MARKER = ".gc"            # its mtime: the last collection pass; its flock: one pass at a time
 LOG_CAP = 1024 * 1024        # bytes of command stderr kept in <id>.log
-TASK_ENV = "MCPWRAP_TASK_ID"
+TASK_ENV = runner.TASK_ENV
 MAX_RUNNING = 16             # tasks running at once per store (`--max-tasks`)
 _FIELDS = {f.name for f in fields(TaskRecord)}
 # what a task is, fixed at creation: the MAC covers these, so a record swapped on disk runs nothing
