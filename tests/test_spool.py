@@ -133,17 +133,17 @@ command = ["echo", "fits"]
 
 
 # --- over real pipes ------------------------------------------------------------------------------
-def read_whole(server: Server, uri: str, meta: dict[str, Any] | None = None) -> tuple[bytes, int]:
-    """Follow the pages of a kept stream from `uri`; (bytes, pages)."""
-    data, pages, next_uri = b"", 0, uri
+def read_whole(server: Server, uri: str, meta: dict[str, Any] | None = None) -> tuple[bytes, list[str]]:
+    """Follow the pages of a kept stream from `uri`; (bytes, the kind of each page: text or blob)."""
+    data, kinds, next_uri = b"", [], uri
     while next_uri:
         params: dict[str, Any] = {"uri": next_uri, **({"_meta": meta} if meta else {})}
         result = server.call("resources/read", params)["result"]
         contents = result["contents"][0]
         data += base64.b64decode(contents["blob"]) if "blob" in contents else contents["text"].encode()
         next_uri = result["_meta"]["mcpwrap/page"].get("next")
-        pages += 1
-    return data, pages
+        kinds.append("blob" if "blob" in contents else "text")
+    return data, kinds
 
 
 @pytest.fixture
@@ -180,16 +180,16 @@ def test_ten_megabytes_capped_linked_and_read_back_whole(big_tools: Path, tmp_pa
             assert link["type"] == "text" and "[resource link]" in link["text"]
             uri = link["text"].split(": ", 1)[1].split(" ")[0]
         assert uri in first["text"]
-        data, pages = read_whole(server, uri)
-        assert data == TEN_MB and pages == 10
+        data, kinds = read_whole(server, uri)
+        assert data == TEN_MB and kinds == ["blob"] * 10
 
 
 def test_text_pages_cut_at_character_boundaries_modern(big_tools: Path, tmp_path: Path) -> None:
     with Server(big_tools, tmp_path) as server:
         result = server.call("tools/call", {"_meta": modern_meta(), "name": "text", "arguments": {}})["result"]
         uri = next(b["uri"] for b in result["content"] if b["type"] == "resource_link")
-        data, pages = read_whole(server, uri + "?length=100000", modern_meta())
-        assert data == (TEXT_LINE * 200000).encode() and pages > 30
+        data, kinds = read_whole(server, uri + "?length=100001", modern_meta())     # pages end mid-character
+        assert data == (TEXT_LINE * 200000).encode() and kinds == ["text"] * len(kinds) and len(kinds) > 30
         page = server.call("resources/read", {"_meta": modern_meta(), "uri": uri})["result"]
         assert page["ttlMs"] == 0 and page["cacheScope"] == "private" and "text" in page["contents"][0]
 
