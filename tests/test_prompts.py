@@ -131,3 +131,21 @@ def test_prompts_and_completions_over_pipes(tmp_path: Path) -> None:
         modern: dict[str, Any] = {"_meta": modern_meta(), "ref": {"type": "ref/resource", "uri": "git://branch/{name}"},
                                   "argument": {"name": "name", "value": "ma"}}
         assert server.call("completion/complete", modern)["result"]["completion"]["values"] == ["main", "maint"]
+
+
+def test_reload_announces_prompts_only_when_they_change(tmp_path: Path) -> None:
+    from mcpwrap import config
+
+    core = make(tmp_path, tools(tmp_path))
+    init(core, "2025-11-25")
+    path = tmp_path / "tools.toml"
+
+    def announced(text: str) -> list[str]:
+        notes = [m for m in sent(core.reload(config.loads(text.encode(), path))) if "method" in m]
+        for note in notes:
+            mcpschema.check("2025-11-25", note)
+        return [m["method"] for m in notes]
+
+    assert announced(tools(tmp_path) + '[tools.more]\ncommand = ["true"]\n') == ["notifications/tools/list_changed"]
+    assert announced(tools(tmp_path).replace("Which files?", "Which dirs?")) == [
+        "notifications/tools/list_changed", "notifications/prompts/list_changed"]
