@@ -225,3 +225,18 @@ def test_no_spool_no_resources_capability(tmp_path: Path) -> None:
         result = server.call("tools/call", {"name": "out", "arguments": {}})["result"]
         assert [b["type"] for b in result["content"]] == ["text"]
         assert server.call("resources/templates/list", {})["result"]["resourceTemplates"] == []
+
+
+def test_a_task_keeps_its_output_beyond_the_cap(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[tools.job]\ncommand = ["head", "-c", "200000", "/dev/zero"]\nmax_output = "1KiB"\n'
+                     'task = "always"\n')
+    with Server(tools, tmp_path) as server:
+        # No notifications/initialized: no status notifications (the strict 2025-11-25 check cannot
+        # validate their allOf of two closed schemas), and tasks work the same.
+        server.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                   "clientInfo": {"name": "tests", "version": "1"}})
+        task = server.call("tools/call", {"name": "job", "arguments": {}, "task": {"ttl": 60000}})["result"]["task"]
+        payload = server.call("tasks/result", {"taskId": task["taskId"]})["result"]
+        link = next(b for b in payload["content"] if b["type"] == "resource_link")
+        assert read_whole(server, link["uri"])[0] == b"\0" * 200000
