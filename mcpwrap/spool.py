@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,7 +81,8 @@ class Sink:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
-            self.spool.active.discard(self.name)
+            with self.spool.lock:
+                self.spool.active.discard(self.name)
 
 
 class Spool:
@@ -88,6 +90,7 @@ class Spool:
         self.root, self.quota, self.ttl_s, self.clock = Path(root).absolute(), quota, ttl_s, clock
         self.used: int | None = None       # bytes in the directory, as last counted plus what we wrote since
         self.active: set[str] = set()      # files this process is writing: never evicted
+        self.lock = threading.Lock()       # calls write from worker threads, concurrently
         self._checked = False
 
     @classmethod
@@ -124,14 +127,19 @@ class Spool:
         """A new 0600 file for `name`, after expired files are removed; None when the spool is off."""
         if not self.enabled:
             return None
-        self._ready(create=True)
-        self.collect()
-        fd = open_private(self.root / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        self.active.add(name)
+        with self.lock:
+            self._ready(create=True)
+            self._collect()
+            fd = open_private(self.root / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            self.active.add(name)
         return fd
 
     def reserve(self, size: int, writer: str) -> bool:
         """Room for `size` more bytes of `writer`, evicting the oldest other files; False if it cannot fit."""
+        with self.lock:
+            return self._reserve(size, writer)
+
+    def _reserve(self, size: int, writer: str) -> bool:
         if self.used is None or self.used + size > self.quota:
             entries = self._entries()
             self.used = sum(s for _, s, _ in entries)
@@ -162,7 +170,7 @@ class Spool:
                         found.append((st.st_mtime, st.st_size, entry.name))
         return found
 
-    def collect(self) -> None:
+    def _collect(self) -> None:
         """Remove the streams older than the TTL (not ones this process is still writing)."""
         horizon = self.clock() - self.ttl_s
         for mtime, size, name in self._entries():

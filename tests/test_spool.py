@@ -132,6 +132,28 @@ command = ["echo", "fits"]
     assert len(small.content) == 1 and len(list(spool.root.iterdir())) == 2   # nothing kept for a call that fit
 
 
+def test_concurrent_spills_stay_within_the_quota(tmp_path: Path) -> None:
+    cfg = load(tmp_path, '[tools.big]\ncommand = ["head", "-c", "300000", "/dev/zero"]\nmax_output = "1KiB"\n')
+    spool = spool_at(tmp_path, quota=1_000_000)
+    results: list[Any] = []
+
+    async def main() -> None:
+        async def one() -> None:
+            results.append(await runner.run(cfg.tool("big"), {}, spool=spool))
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):
+                nursery.start_soon(one)
+    trio.run(main)
+    assert sum(f.stat().st_size for f in spool.root.iterdir()) <= 1_000_000
+    kept = 0
+    for result in results:
+        for link in (b for b in result.content if isinstance(b, runner.ResourceLink)):
+            page = spool.read(link.uri.split("/")[-2], "stdout", 0, 1 << 20)
+            assert page is None or page.data == b"\0" * 300000       # evicted later, or whole
+            kept += page is not None
+    assert 1 <= kept <= 3                                             # the quota holds three at most
+
+
 # --- over real pipes ------------------------------------------------------------------------------
 def read_whole(server: Server, uri: str, meta: dict[str, Any] | None = None) -> tuple[bytes, list[str]]:
     """Follow the pages of a kept stream from `uri`; (bytes, the kind of each page: text or blob)."""
