@@ -2,8 +2,9 @@
 
 Argv and environment come from `templating`. `run` owns the child: its own
 session and process group, stdin from /dev/null or an argument, stdout kept
-up to `max_output` while the rest is drained and counted, stderr delivered
-line by line. On timeout, cancellation or when the leader exits, the call's
+up to `max_output` while the rest is drained and counted (and, given a
+`spool`, kept whole on disk with stderr and linked from the result), stderr
+delivered line by line. On timeout, cancellation or when the leader exits, the call's
 processes get SIGTERM, a grace period, then SIGKILL, inside a shielded scope;
 then the pipes get `FLUSH_S` to deliver what is already written and are
 abandoned, so a call answers within timeout + grace + ~0.5 s whatever its

@@ -2,8 +2,9 @@
 
 Lines come from stdin through `LineReader`; `Core` decides; this module
 carries the actions out: one writer task owns stdout, each tool call runs in
-its own cancel scope under one nursery, timers and the tools-file watcher are
-tasks of the same nursery. EOF, a closed stdout or SIGTERM/SIGINT cancels the
+its own cancel scope under one nursery (as do resource reads, prompts and
+completions that need a file or a command), timers and the tools-file watcher
+(which also watches subscribed file resources) are tasks of the same nursery. EOF, a closed stdout or SIGTERM/SIGINT cancels the
 calls (the runner kills their process groups), ends listen streams, flushes
 the writer for a bounded time and returns.
 
@@ -464,7 +465,6 @@ class Driver:
                 continue
             if new.digest != self.core.config.digest:
                 self.perform(self.core.reload(new))
-
 
     async def _watch_files(self) -> None:
         """notifications/resources/updated for each subscribed file resource that changed."""

@@ -1,7 +1,8 @@
 """The sans-IO server core: one message (plus state) in, actions out.
 
 `Core.receive` takes a decoded message and returns `Action`s: messages to
-send, calls to start or cancel, timers, task-store operations. The driver
+send, calls to start or cancel, timers, task-store operations, resource reads,
+prompt and completion commands. The driver
 (`server.py`) carries them out and reports outcomes back through the other
 `Core` methods. The era of each request is decided from its body: modern
 `_meta` means 2026-07-28 served statelessly; anything else belongs to this
@@ -24,6 +25,7 @@ import functools
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Concatenate, ParamSpec
 
 from mcpwrap import jsonrpc
@@ -338,9 +340,9 @@ class Core:
         return self._call(ctx)
 
     # --- resources, prompts, completions -------------------------------------------------
-    def files(self) -> dict[str, Any]:
+    def files(self) -> dict[str, Path]:
         """URI -> path of the file resources (the ones whose updates can be watched)."""
-        return {r.uri: r.path for r in self.config.resources if r.path is not None and r.uri}
+        return {r.uri: r.path for r in self.config.resources if r.path is not None and r.uri is not None}
 
     def _content(self, ctx: Context) -> list[Action]:
         method, params, cursor = ctx.method, ctx.params, ctx.params.get("cursor")
@@ -362,7 +364,7 @@ class Core:
                 return [self.reply(ctx, prompts.get_result(prompt, blocks, ctx.rev))]
             self.inflight[ctx.id] = ctx
             return [GetPrompt(ctx, prompt, arguments)]
-        source, prefix = prompts.completion_source(self.config, params)
+        source, prefix = prompts.completion_source(self.config, params)     # completion/complete
         if source.command is None:
             return [self.reply(ctx, prompts.complete_result(source.values, prefix))]
         self.inflight[ctx.id] = ctx
@@ -380,7 +382,7 @@ class Core:
         (self.subscribed.add if ctx.method == "resources/subscribe" else self.subscribed.discard)(target.uri)
         return [self.reply(ctx, {})]
 
-    def watched(self) -> dict[str, Any]:
+    def watched(self) -> dict[str, Path]:
         """URI -> path of the file resources someone subscribed to, for the driver to watch."""
         wanted = set(self.subscribed).union(*(h.get("resourceSubscriptions", ()) for h in self.listens.values()))
         return {uri: path for uri, path in self.files().items() if uri in wanted}
