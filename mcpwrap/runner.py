@@ -566,6 +566,8 @@ class _Keeper:
         except (OSError, UnsafePathError) as exc:
             self.on_warning(f"cannot keep the output beyond max_output: {exc}")
             self.spool = None
+            for kept in self.sinks.values():         # a stream kept in part is not linked: it goes
+                await trio.to_thread.run_sync(kept.abandon)
 
     async def stderr(self, chunk: bytes | bytearray) -> None:
         if self.spilled("stderr"):

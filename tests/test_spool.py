@@ -19,7 +19,7 @@ import trio
 
 from mcpwrap import config, runner
 from mcpwrap.durable import UnsafePathError
-from mcpwrap.spool import CALL_ID, Spool
+from mcpwrap.spool import CALL_ID, Sink, Spool
 from tests.harness import Server, modern_meta
 
 TEN_MB = bytes(range(256)) * 40960                  # 10 MiB, every byte value, not UTF-8
@@ -130,6 +130,25 @@ command = ["echo", "fits"]
     assert err is not None and err.data == b"some stderr\n"
     small = trio.run(lambda: runner.run(cfg.tool("small"), {}, spool=spool))
     assert len(small.content) == 1 and len(list(spool.root.iterdir())) == 2   # nothing kept for a call that fit
+
+
+def test_a_failing_spool_costs_the_copy_not_the_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = load(tmp_path, '[tools.big]\ncommand = ["head", "-c", "3000000", "/dev/zero"]\nmax_output = "1KiB"\n')
+    spool = spool_at(tmp_path)
+    real_write, writes = Sink.write, []
+
+    def write(self: Sink, data: bytes) -> bool:
+        writes.append(len(data))
+        if len(writes) == 2:
+            raise OSError(28, "No space left on device")
+        return real_write(self, data)
+
+    monkeypatch.setattr(Sink, "write", write)
+    warnings: list[str] = []
+    result = trio.run(lambda: runner.run(cfg.tool("big"), {}, spool=spool, on_warning=warnings.append))
+    assert not result.is_error and result.truncated and len(result.text) < 2000
+    assert not any(isinstance(b, runner.ResourceLink) for b in result.content) and "kept at" not in result.text
+    assert list(spool.root.iterdir()) == [] and "No space left" in warnings[0]
 
 
 def test_concurrent_spills_stay_within_the_quota(tmp_path: Path) -> None:
