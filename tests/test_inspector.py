@@ -1,6 +1,7 @@
-"""The MCP Inspector CLI (`mcp-inspector --cli`, installed in tests/ts like the TypeScript SDK) lists and
+"""The MCP Inspector CLI (`mcp-inspector --cli`, 1.0.3, installed in tests/ts like the TypeScript SDK) lists and
 reads resources and lists and gets prompts against tests/fixtures/content.toml, exiting 0 each time.
-Its HOME is the test's tmp dir: the Inspector keeps a catalog there.
+Its HOME is the test's tmp dir: the Inspector keeps a catalog there. (1.0.3, not 2.x: 2.x pulls in vite,
+whose Windows-only optional dependency the registry here lacks, so its lock file fails `npm ci`.)
 """
 
 from __future__ import annotations
