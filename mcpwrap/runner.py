@@ -2,8 +2,9 @@
 
 Argv and environment come from `templating`. `run` owns the child: its own
 session and process group, stdin from /dev/null or an argument, stdout kept
-up to `max_output` while the rest is drained and counted, stderr delivered
-line by line. On timeout, cancellation or when the leader exits, the call's
+up to `max_output` while the rest is drained and counted (and, given a
+`spool`, kept whole on disk with stderr and linked from the result), stderr
+delivered line by line. On timeout, cancellation or when the leader exits, the call's
 processes get SIGTERM, a grace period, then SIGKILL, inside a shielded scope;
 then the pipes get `FLUSH_S` to deliver what is already written and are
 abandoned, so a call answers within timeout + grace + ~0.5 s whatever its
@@ -53,9 +54,12 @@ import orjson
 import trio
 
 from mcpwrap import jsonrpc, landlock, limits
-from mcpwrap.limits import read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.config import Limits, Sandbox, Tool
-from mcpwrap.result import Media, MalformedOutput, Text, ToolResult, error_result, parse_mcp_output
+from mcpwrap.durable import UnsafePathError
+from mcpwrap.limits import read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
+from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
+                            parse_mcp_output)
+from mcpwrap.spool import Sink, Spool
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.validation import resolve_paths
 
@@ -730,11 +734,73 @@ async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: t
     scope.cancel()
 
 
+class _Keeper:
+    """A call's streams kept whole in the spool once they outgrow the cap (written off the event loop).
+
+    stdout spills when it passes `max_output`; stderr is held in memory up to the same cap and spills
+    past it, or at the end when stdout spilled, so a truncated call keeps both. A spool that fails
+    (disk full, unsafe directory) costs the copy, never the call.
+    """
+
+    def __init__(self, spool: Spool | None, cap: int, on_warning: OnLine) -> None:
+        self.spool = spool if spool is not None and spool.enabled else None
+        self.cap, self.on_warning = cap, on_warning
+        self.call = self.spool.new_call() if self.spool else ""
+        self.sinks: dict[str, Sink] = {}
+        self.stderr_head = bytearray()
+
+    def spilled(self, stream: str) -> bool:
+        return stream in self.sinks
+
+    async def write(self, stream: str, data: bytes | bytearray) -> None:
+        if self.spool is None:
+            return
+        try:
+            sink = self.sinks.get(stream)
+            if sink is None:
+                sink = self.sinks[stream] = await trio.to_thread.run_sync(self.spool.open, self.call, stream)
+            if sink.kept:
+                await trio.to_thread.run_sync(sink.write, data)
+        except (OSError, UnsafePathError) as exc:
+            self.on_warning(f"cannot keep the output beyond max_output: {exc}")
+            self.spool = None
+            for kept in self.sinks.values():         # a stream kept in part is not linked: it goes
+                await trio.to_thread.run_sync(kept.abandon)
+
+    async def stderr(self, chunk: bytes | bytearray) -> None:
+        if self.spilled("stderr"):
+            await self.write("stderr", chunk)
+        elif len(self.stderr_head) + len(chunk) > self.cap:
+            await self.write("stderr", bytes(self.stderr_head) + chunk)
+            self.stderr_head = bytearray()
+        else:
+            self.stderr_head += chunk
+
+    async def finish(self, tool: Tool) -> tuple[ResourceLink, ...]:
+        """Close the sinks; a link for each stream kept whole."""
+        links = []
+        with trio.CancelScope(shield=True):
+            if self.spilled("stdout") and self.stderr_head:
+                await self.write("stderr", bytes(self.stderr_head))
+            for stream, sink in self.sinks.items():
+                await trio.to_thread.run_sync(sink.close)
+                if sink.kept:
+                    links.append(ResourceLink(
+                        sink.uri, f"{tool.name}-{stream}", "text/plain" if tool.output == "text" else None,
+                        f"the whole {stream} of this call ({sink.size} bytes); read it in pages with "
+                        f"{sink.uri}?offset=N&length=M", f"{tool.name} {stream} (full)"))
+        return tuple(links)
+
+
 async def _drain_stdout(stream: trio.abc.ReceiveStream, capture: _Capture, cap: int,
-                        on_line: OnLine | None) -> None:
+                        on_line: OnLine | None, keeper: _Keeper) -> None:
     splitter = _LineSplitter(on_line) if on_line else None
     while chunk := await stream.receive_some(READ_CHUNK):
         room = cap - len(capture.stdout)
+        if keeper.spilled("stdout"):
+            await keeper.write("stdout", chunk)
+        elif len(chunk) > room:
+            await keeper.write("stdout", bytes(capture.stdout) + chunk)
         if room > 0:
             capture.stdout += chunk[:room]
         capture.dropped += max(0, len(chunk) - max(room, 0))
@@ -744,18 +810,22 @@ async def _drain_stdout(stream: trio.abc.ReceiveStream, capture: _Capture, cap: 
         splitter.close()
 
 
-async def _drain_stderr(stream: trio.abc.ReceiveStream, capture: _Capture, on_line: OnLine) -> None:
+async def _drain_stderr(stream: trio.abc.ReceiveStream, capture: _Capture, on_line: OnLine,
+                        keeper: _Keeper) -> None:
     splitter = _LineSplitter(on_line)
     while chunk := await stream.receive_some(READ_CHUNK):
         capture.stderr_tail = (capture.stderr_tail + chunk)[-STDERR_TAIL:]
+        await keeper.stderr(chunk)
         splitter.feed(chunk)
     splitter.close()
 
 
 async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None = None,
               on_progress: OnProgress | None = None, kill_grace_s: float | None = None,
-              on_warning: OnLine = _stderr_warning) -> ToolResult:
-    """Run one validated call to completion; cancellation ends all of the call's processes."""
+              on_warning: OnLine = _stderr_warning, spool: Spool | None = None) -> ToolResult:
+    """Run one validated call to completion; cancellation ends all of the call's processes.
+
+    With a `spool`, a stream that outgrows `max_output` is kept whole there and linked from the result."""
     args, problems = resolve_paths(tool, with_defaults(tool, args))
     if problems:          # checked when the call was accepted; a file may have changed since
         raise ArgumentError("; ".join(problems))
@@ -801,13 +871,14 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
         call.cgroup, call.sweep = confinement.cgroup, False    # the child joined before it could fork
     else:
         call.contain()
+    keeper = _Keeper(spool, tool.max_output, on_warning)
     timed_out = False
     limit_hit: list[str] = []
     assert process.stdout is not None and process.stderr is not None
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_drain_stdout, process.stdout, capture, tool.max_output, stdout_lines)
-            nursery.start_soon(_drain_stderr, process.stderr, capture, stderr_line)
+            nursery.start_soon(_drain_stdout, process.stdout, capture, tool.max_output, stdout_lines, keeper)
+            nursery.start_soon(_drain_stderr, process.stderr, capture, stderr_line, keeper)
             if stdin_data is not None and process.stdin is not None:
                 nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
             with trio.move_on_after(tool.timeout_s) as deadline:
@@ -835,9 +906,10 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                     limit_hit += filter(None, [confinement.limits.explain(process.returncode, stderr_tail)])
                 if not confinement.light:
                     await trio.to_thread.run_sync(confinement.close)
+            links = await keeper.finish(tool)
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
-                       time.monotonic() - started, limit_hit[0] if limit_hit else None)
+                       time.monotonic() - started, links, limit_hit[0] if limit_hit else None)
 
 
 async def _feed_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
@@ -849,10 +921,15 @@ async def _feed_stdin(stream: trio.abc.SendStream, data: bytes) -> None:
 
 
 def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, timed_out: bool,
-                stderr_tail: str, duration_s: float, limit_hit: str | None = None) -> ToolResult:
-    """Turn what the child produced into a ToolResult according to tool.output."""
+                stderr_tail: str, duration_s: float, links: tuple[ResourceLink, ...] = (),
+                limit_hit: str | None = None) -> ToolResult:
+    """Turn what the child produced into a ToolResult according to tool.output.
+
+    `links` name the streams kept whole in the spool: they follow the result's other blocks."""
     meta: dict[str, Any] = dict(exit_code=exit_code, duration_s=duration_s, truncated=dropped > 0,
                                 timed_out=timed_out, stderr_tail=stderr_tail)
+    kept = next((link.uri for link in links if link.uri.endswith("/stdout")), None)
+    where = f"; the whole output is kept at {kept}" if kept else ""
     failed = timed_out or limit_hit is not None or exit_code not in tool.success_codes
     if failed:
         why = (f"stopped: {limit_hit}" if limit_hit
@@ -861,15 +938,19 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
                else f"killed by signal {-(exit_code or 0)}")
         parts = [stdout.decode("utf-8", "replace") if tool.output in ("text", "json") else "",
                  stderr_tail.strip(), f"[{tool.name} {why}]"]
-        return error_result("\n".join(p for p in parts if p), **meta)
+        return ToolResult(content=(Text("\n".join(p for p in parts if p)), *links), is_error=True, **meta)
     if tool.output == "text":
         text = stdout.decode("utf-8", "replace")
         if dropped:
-            text += f"\n[output truncated: {dropped} more bytes were discarded (max_output {tool.max_output})]"
-        return ToolResult(content=(Text(text),), **meta)
+            text += (f"\n[output truncated: {dropped} more bytes were discarded (max_output {tool.max_output})"
+                     f"{where}]")
+        return ToolResult(content=(Text(text), *links), **meta)
     if dropped:
-        return error_result(f"output exceeded max_output ({tool.max_output} bytes) and was cut; "
-                            f"{tool.output} output cannot be used partially", **meta)
+        return ToolResult(content=(Text(f"output exceeded max_output ({tool.max_output} bytes) and was cut; "
+                                        f"{tool.output} output cannot be used partially{where}"), *links),
+                          is_error=True, **meta)
+    if tool.output == "blob":                       # a resource's bytes (no tool can ask for this)
+        return ToolResult(content=(Resource("", blob=base64.b64encode(stdout).decode()),), **meta)
     if tool.output.startswith(("image/", "audio/")):
         kind = tool.output.split("/")[0]
         return ToolResult(content=(Media(kind, base64.b64encode(stdout).decode(), tool.output),), **meta)

@@ -2,8 +2,9 @@
 
 Lines come from stdin through `LineReader`; `Core` decides; this module
 carries the actions out: one writer task owns stdout, each tool call runs in
-its own cancel scope under one nursery, timers and the tools-file watcher are
-tasks of the same nursery. EOF, a closed stdout or SIGTERM/SIGINT cancels the
+its own cancel scope under one nursery (as do resource reads, prompts and
+completions that need a file or a command), timers and the tools-file watcher
+(which also watches subscribed file resources) are tasks of the same nursery. EOF, a closed stdout or SIGTERM/SIGINT cancels the
 calls (the runner kills their process groups), ends listen streams, flushes
 the writer for a bounded time and returns.
 
@@ -34,11 +35,12 @@ from typing import Any
 import trio
 
 from mcpwrap import config as config_module
-from mcpwrap import jsonrpc, runner, signing
-from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Context, Core, Send, StartCall,
-                                   StartTimer, Stderr, TaskOp)
+from mcpwrap import jsonrpc, runner, signing, sources
+from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Complete, Context, Core, GetPrompt, ReadResource,
+                                   Send, StartCall, StartTimer, Stderr, TaskOp)
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
+from mcpwrap.spool import Spool
 
 WATCH_INTERVAL_S = 0.5
 READ_CHUNK = 65536
@@ -254,9 +256,20 @@ class Driver:
     timers: dict[str, trio.CancelScope] = field(default_factory=dict)
     limiters: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
     admitted: int = 0                     # calls running or waiting for a slot
+    files: dict[str, tuple[int, ...] | None] = field(default_factory=dict)   # watched resource -> signature
 
     def __post_init__(self) -> None:
         self.slots = trio.CapacityLimiter(self.options.max_calls)
+        self._spool: Spool | None = None
+
+    @property
+    def spool(self) -> Spool:
+        """The output spool of the current tools file (a reload may change its quota or TTL)."""
+        config = self.core.config
+        if self._spool is None or (self._spool.quota, self._spool.ttl_s) != (config.spool.quota, config.spool.ttl_s):
+            self._spool = Spool.for_tools_file(self.options.state_dir, config.path, config.spool.quota,
+                                               config.spool.ttl_s)
+        return self._spool
 
     def perform(self, actions: list[Action]) -> None:
         for action in actions:
@@ -279,6 +292,45 @@ class Driver:
                 log(action.text, action.level)
             elif isinstance(action, TaskOp):
                 self.nursery.start_soon(self._task_op, action)
+            elif isinstance(action, (ReadResource, GetPrompt, Complete)):
+                self.nursery.start_soon(self._content_op, action)
+        if self.core.subscribed or self.core.listens:
+            self._baseline()
+
+    def _baseline(self) -> None:
+        """A newly watched file's signature, taken when it is subscribed (a stat), so no change is missed."""
+        for uri, path in self.core.watched().items():
+            if uri not in self.files:
+                self.files[uri] = file_signature(path)
+
+    async def _content_op(self, action: ReadResource | GetPrompt | Complete) -> None:
+        """A resource read, prompt or completion that needs a file or a command; cancellable like a call."""
+        ctx = action.ctx
+        actions: list[Action] = []
+        with trio.CancelScope() as scope:
+            self.scopes[ctx.id] = scope
+            try:
+                async with self.slots:
+                    if isinstance(action, ReadResource):
+                        outcome = await sources.read(action.target, self.spool)
+                        actions = self.core.resource_read(ctx, action.target, outcome)
+                    elif isinstance(action, GetPrompt):
+                        blocks = await sources.prompt_blocks(self.core.config, action.prompt, action.arguments,
+                                                             self.spool, ctx.rev)
+                        actions = self.core.prompt_done(ctx, action.prompt, blocks)
+                    else:
+                        actions = self.core.completed(ctx, await sources.complete(self.core.config, action.command),
+                                                      action.prefix)
+            except ProtocolError as error:
+                actions = self.core.call_failed(ctx, error)
+            except Exception as exc:  # a bug must cost one request, not the server
+                log("mcpwrap: internal error:\n" + traceback.format_exc(), "error")
+                actions = self.core.call_failed(ctx, ProtocolError(-32603, f"internal error: {exc}"))
+            finally:
+                self.scopes.pop(ctx.id, None)
+            await self.outbox.room()
+        if not scope.cancelled_caught:
+            self.perform(actions)
 
     def _send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         try:
@@ -336,7 +388,7 @@ class Driver:
                 tool, arguments,
                 on_stderr=lambda line: self._tool_stderr(ctx, tool, line),
                 on_progress=lambda p, t, m: self.perform(self.core.progress(ctx, p, t, m)),
-                on_warning=lambda text: log(f"mcpwrap: {text}", "warning"))
+                on_warning=lambda text: log(f"mcpwrap: {text}", "warning"), spool=self.spool)
         except runner.ArgumentError as exc:
             return error_result(f"{exc}; nothing ran")
         except Exception as exc:  # a bug must cost one call, not the server
@@ -399,6 +451,7 @@ class Driver:
         """
         while True:
             await trio.sleep(WATCH_INTERVAL_S)
+            await self._watch_files()
             current = await trio.to_thread.run_sync(file_signature, path, abandon_on_cancel=True)
             if current == last:
                 continue
@@ -414,6 +467,20 @@ class Driver:
                 continue
             if new.digest != self.core.config.digest:
                 self.perform(self.core.reload(new))
+
+    async def _watch_files(self) -> None:
+        """notifications/resources/updated for each subscribed file resource that changed."""
+        watched = self.core.watched()
+        for uri in set(self.files) - set(watched):
+            del self.files[uri]
+        if not watched:
+            return
+        now = await trio.to_thread.run_sync(lambda: {u: file_signature(p) for u, p in watched.items()},
+                                            abandon_on_cancel=True)
+        for uri, signature in now.items():
+            if uri in self.files and self.files[uri] != signature:
+                self.perform(self.core.resource_changed(uri))
+            self.files[uri] = signature
 
 
 def file_signature(path: Path) -> tuple[int, ...] | None:

@@ -91,6 +91,7 @@ import trio
 from mcpwrap import config as config_module
 from mcpwrap import runner, signing
 from mcpwrap.durable import UnsafePathError, open_private, private_dir, write_atomic
+from mcpwrap.spool import Spool
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -937,8 +938,9 @@ class _Supervision:
                 return
 
 
-def _load_tool(record: TaskRecord) -> config_module.Tool:
-    """The tool as validated at creation (from the snapshot), else as the file now defines it.
+def _load_tool(record: TaskRecord) -> tuple[config_module.Tool, config_module.Spool]:
+    """The tool as validated at creation (from the snapshot), else as the file now defines it,
+    and where its output beyond max_output is kept.
 
     The snapshot's schemas are not checked again: the MAC vouches that these are the bytes the
     server checked (and this way the supervisor never imports jsonschema)."""
@@ -957,7 +959,7 @@ def _load_tool(record: TaskRecord) -> config_module.Tool:
     if problems:
         raise LookupError(f"the arguments no longer fit tool '{record.tool}' in the changed {path}: "
                           + "; ".join(problems))
-    return tool
+    return tool, config.spool
 
 
 def _check_signature(store: Store, record: TaskRecord, secret_file: Path) -> None:
@@ -989,7 +991,7 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
     task_id = record.task_id
     try:
         _check_signature(store, record, secret_file)
-        tool = _load_tool(record)
+        tool, kept = _load_tool(record)
     except LookupError as exc:
         store.finish(task_id, error={"code": -32603, "message": str(exc)})
         return 1
@@ -1003,7 +1005,8 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
                 nursery.start_soon(watch.signals, run)
                 try:
                     result = await runner.run(tool, record.arguments, on_stderr=watch.log,
-                                              on_progress=watch.progress)
+                                              on_progress=watch.progress,
+                                              spool=Spool(store.root.parent / "output", kept.quota, kept.ttl_s))
                 except runner.ArgumentError as exc:
                     result = error_result(f"{exc}; nothing ran")
             nursery.cancel_scope.cancel()

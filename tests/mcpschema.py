@@ -35,6 +35,14 @@ RESULTS = {
     "tasks/update": "UpdateTaskResult",
     "task": "CreateTaskResult",
     "input_required": "InputRequiredResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "completion/complete": "CompleteResult",
 }
 # Objects whose keys are free-form by design.
 OPEN_KEYS = {"_meta", "properties", "experimental", "extensions", "structuredContent", "data",
@@ -63,7 +71,8 @@ def _validator(rev: str, definition: str, strict: bool) -> Any:
     root = copy.deepcopy(_root(rev))
     defs_key = "$defs" if "$defs" in root else "definitions"
     if strict:
-        root[defs_key] = {name: _close(d) for name, d in root[defs_key].items()}
+        # A _meta object is free-form by design (any prefixed key), also where it is a $ref'd definition.
+        root[defs_key] = {name: d if name.endswith("MetaObject") else _close(d) for name, d in root[defs_key].items()}
     schema = {**root, "$ref": f"#/{defs_key}/{definition}"}
     cls = Draft202012Validator if defs_key == "$defs" else Draft7Validator
     return cls(schema)

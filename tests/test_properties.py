@@ -23,6 +23,13 @@ args.b = { type = "array", items = { type = "string" } }
 command = ["echo", "{m}"]
 confirm = "sure {m}?"
 args.m = { type = "string", elicit = true }
+[resources.r]
+uri_template = "r://{a}"
+command = ["echo", "{a}"]
+args.a = { type = "string", enum = ["x"] }
+[prompts.p]
+args.a = { required = true, examples = ["x"] }
+messages = [{ text = "{a}" }]
 """, Path("/tmp/props.toml"))
 
 json_values = st.recursive(
@@ -31,7 +38,8 @@ json_values = st.recursive(
     max_leaves=12)
 methods = st.sampled_from(["initialize", "ping", "tools/list", "tools/call", "logging/setLevel", "server/discover",
                            "subscriptions/listen", "tasks/get", "tasks/list", "notifications/initialized",
-                           "notifications/cancelled", "resources/list", "x"])
+                           "notifications/cancelled", "resources/list", "resources/templates/list", "resources/read",
+                           "resources/subscribe", "prompts/list", "prompts/get", "completion/complete", "x"])
 versions = st.sampled_from(["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28", "1999-01-01"])
 
 
@@ -45,7 +53,8 @@ def plausible_messages(draw: Any) -> Any:
         message["id"] = draw(st.integers(0, 5) | st.text(max_size=3) | st.none() | st.booleans())
     params: dict[str, Any] = draw(st.dictionaries(st.sampled_from(["name", "arguments", "cursor", "level", "requestId",
                                                                    "protocolVersion", "capabilities", "task",
-                                                                   "requestState", "inputResponses", "notifications"]),
+                                                                   "requestState", "inputResponses", "notifications",
+                                                                   "uri", "ref", "argument"]),
                                                   json_values, max_size=4))
     if method == "tools/call" and draw(st.booleans()):
         params.update(name=draw(st.sampled_from(["t", "c", "nope"])), arguments=draw(json_values))

@@ -1,7 +1,8 @@
 """The sans-IO server core: one message (plus state) in, actions out.
 
 `Core.receive` takes a decoded message and returns `Action`s: messages to
-send, calls to start or cancel, timers, task-store operations. The driver
+send, calls to start or cancel, timers, task-store operations, resource reads,
+prompt and completion commands. The driver
 (`server.py`) carries them out and reports outcomes back through the other
 `Core` methods. The era of each request is decided from its body: modern
 `_meta` means 2026-07-28 served statelessly; anything else belongs to this
@@ -24,17 +25,21 @@ import functools
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Concatenate, ParamSpec
 
 from mcpwrap import jsonrpc
-from mcpwrap.config import Config, Tool
+from mcpwrap.config import Config, Prompt, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
-from mcpwrap.protocol import asking, modern, tasking
+from mcpwrap.protocol import asking, modern, prompts, resources, tasking
 from mcpwrap.protocol.legacy import LegacySession, level_allows
-from mcpwrap.protocol.revisions import (EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION, Revision)
+from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
+                                        Revision)
 from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, parse_call, progress_params,
                                     render_result)
-from mcpwrap.result import ToolResult, error_result
+from mcpwrap.result import Block, Text, ToolResult, error_result
+from mcpwrap.result import Resource as Contents
+from mcpwrap.spool import Page
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.signing import Keyring, LedgerError
 
@@ -105,7 +110,31 @@ class TaskOp:
     cursor: str | None = None
 
 
-Action = Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp
+@dataclass(frozen=True)
+class ReadResource:
+    """Read a file, run a resource's command or read a spool page; reported to `Core.resource_read`."""
+    ctx: Context
+    target: resources.Target
+
+
+@dataclass(frozen=True)
+class GetPrompt:
+    """Resolve a prompt's resource and command messages; reported to `Core.prompt_done`."""
+    ctx: Context
+    prompt: Prompt
+    arguments: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Complete:
+    """Run a `complete` command; its output lines are reported to `Core.completed`."""
+    ctx: Context
+    command: tuple[str, ...]
+    prefix: str
+
+
+Action = (Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource | GetPrompt
+          | Complete)
 ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?
 
 ELICIT_TIMEOUT_S = 600.0
@@ -142,10 +171,22 @@ class Core:
         self.asks: dict[str, asking.Pending] = {}
         self.ask_ids = (f"mcpwrap-ask-{n}" for n in itertools.count(1))
         self.batches: dict[RequestId, _BatchState] = {}
+        self.subscribed: set[str] = set()          # legacy resources/subscribe
+        self.advertised: dict[str, Any] = {}       # the legacy session's capabilities, for list_changed
 
     # --- capabilities -------------------------------------------------------------------
     def capabilities(self, rev: Revision) -> dict[str, Any]:
+        """Only what the tools file has: resources when it defines some or keeps output, prompts..."""
         caps: dict[str, Any] = {"tools": {"listChanged": True}, "logging": {}}
+        if self.config.resources or self.config.spool.quota:
+            caps["resources"] = {"listChanged": True}
+            if self.files():
+                caps["resources"]["subscribe"] = True
+        if self.config.prompts:
+            caps["prompts"] = {"listChanged": True}
+        if (self.config.prompts or any(r.uri_template for r in self.config.resources)) and rev.has(
+                "capability.completions"):
+            caps["completions"] = {}
         if rev.has("tasks.core"):
             caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
         if rev.modern:
@@ -253,7 +294,9 @@ class Core:
     def _legacy(self, ctx: Context) -> list[Action]:
         self.session.admit(ctx.method)
         if ctx.method == "initialize":
-            return [self.reply(ctx, self.session.initialize(dict(ctx.params), self.config, self.capabilities))]
+            result = self.session.initialize(dict(ctx.params), self.config, self.capabilities)
+            self.advertised, self.subscribed = result["capabilities"], set()
+            return [self.reply(ctx, result)]
         if ctx.method not in self.session.rev.methods:
             raise ProtocolError(-32601, f"Method not found: {ctx.method}")
         if ctx.method == "ping":
@@ -265,6 +308,10 @@ class Core:
             return [self.reply(ctx, list_page(self.config, ctx.rev, ctx.params.get("cursor"), self.page_size))]
         if ctx.method == "tools/call":
             return self._call(ctx)
+        if ctx.method in CONTENT_METHODS:
+            return self._content(ctx)
+        if ctx.method in ("resources/subscribe", "resources/unsubscribe"):
+            return self._subscribe(ctx)
         return self._task_request(ctx)
 
     def _modern(self, ctx: Context) -> list[Action]:
@@ -279,12 +326,101 @@ class Core:
         if ctx.method == "tools/list":
             page = list_page(self.config, ctx.rev, ctx.params.get("cursor"), self.page_size)
             return [self.reply(ctx, modern.cacheable(page))]
+        if ctx.method in CONTENT_METHODS:
+            return self._content(ctx)
         if ctx.method == "subscriptions/listen":
             honoured = modern.listen_filter(ctx.params)
+            wanted = ctx.params["notifications"].get("resourceSubscriptions")
+            files = self.files()
+            if isinstance(wanted, list) and (watched := [u for u in wanted if isinstance(u, str) and u in files]):
+                honoured["resourceSubscriptions"] = watched
             self.listens[ctx.id] = honoured
             return [Send(modern.tagged("notifications/subscriptions/acknowledged", ctx.id,
                                        {"notifications": honoured}))]
         return self._call(ctx)
+
+    # --- resources, prompts, completions -------------------------------------------------
+    def files(self) -> dict[str, Path]:
+        """URI -> path of the file resources (the ones whose updates can be watched)."""
+        return {r.uri: r.path for r in self.config.resources if r.path is not None and r.uri is not None}
+
+    def _content(self, ctx: Context) -> list[Action]:
+        method, params, cursor = ctx.method, ctx.params, ctx.params.get("cursor")
+        if method == "resources/list":
+            return [self._listed(ctx, resources.list_resources(self.config, ctx.rev, cursor, self.page_size))]
+        if method == "resources/templates/list":
+            return [self._listed(ctx, resources.list_templates(self.config, ctx.rev, cursor, self.page_size))]
+        if method == "prompts/list":
+            return [self._listed(ctx, prompts.list_prompts(self.config, ctx.rev, cursor, self.page_size))]
+        if method == "resources/read":
+            target = resources.resolve(self.config, params.get("uri"), ctx.rev)
+            self.inflight[ctx.id] = ctx
+            return [ReadResource(ctx, target)]
+        if method == "prompts/get":
+            prompt, arguments = prompts.parse_get(self.config, params)
+            if all(m.text is not None for m in prompt.messages):
+                blocks: list[tuple[str, Block]] = [(m.role, Text(prompts.fill(m.text or "", arguments)))
+                                                   for m in prompt.messages]
+                return [self.reply(ctx, prompts.get_result(prompt, blocks, ctx.rev))]
+            self.inflight[ctx.id] = ctx
+            return [GetPrompt(ctx, prompt, arguments)]
+        source, prefix = prompts.completion_source(self.config, params)     # completion/complete
+        if source.command is None:
+            return [self.reply(ctx, prompts.complete_result(source.values, prefix))]
+        self.inflight[ctx.id] = ctx
+        return [Complete(ctx, source.command, prefix)]
+
+    def _listed(self, ctx: Context, page: dict[str, Any]) -> Send:
+        return self.reply(ctx, modern.cacheable(page) if ctx.modern else page)
+
+    def _subscribe(self, ctx: Context) -> list[Action]:
+        uri = ctx.params.get("uri")
+        target = resources.resolve(self.config, uri, ctx.rev)
+        if not (isinstance(target, resources.Source) and target.uri in self.files()):
+            raise ProtocolError(-32602, "updates are sent for file resources only ([resources.NAME] with 'path')",
+                                {"uri": uri})
+        (self.subscribed.add if ctx.method == "resources/subscribe" else self.subscribed.discard)(target.uri)
+        return [self.reply(ctx, {})]
+
+    def watched(self) -> dict[str, Path]:
+        """URI -> path of the file resources someone subscribed to, for the driver to watch."""
+        wanted = set(self.subscribed).union(*(h.get("resourceSubscriptions", ()) for h in self.listens.values()))
+        return {uri: path for uri, path in self.files().items() if uri in wanted}
+
+    def resource_changed(self, uri: str) -> list[Action]:
+        actions: list[Action] = []
+        if uri in self.subscribed and self.session.open:
+            actions.append(Send(jsonrpc.notification("notifications/resources/updated", {"uri": uri})))
+        actions += [Send(modern.tagged("notifications/resources/updated", listen_id, {"uri": uri}))
+                    for listen_id, honoured in self.listens.items() if uri in honoured.get("resourceSubscriptions", ())]
+        return actions
+
+    @_answers
+    def resource_read(self, ctx: Context, target: resources.Target, outcome: Page | list[Contents] | None) -> list[Action]:
+        """A read's outcome: a spool page (None: gone) or a resource's contents."""
+        if not self._settled(ctx):
+            return []
+        uri = ctx.params["uri"]
+        try:
+            if isinstance(target, resources.OutputPage):
+                result = resources.page_result(target, outcome if not isinstance(outcome, list) else None,
+                                               uri, ctx.rev)
+                ttl_ms, scope = 0, "private"
+            else:
+                contents = outcome if isinstance(outcome, list) else []
+                result = {"contents": [resources.contents_json(c) for c in contents]}
+                ttl_ms, scope = target.resource.cache_ttl_ms, target.resource.cache_scope
+        except ProtocolError as error:
+            return [Send(self._error_message(ctx.id, error, ctx.rev))]
+        return [self.reply(ctx, {**result, "ttlMs": ttl_ms, "cacheScope": scope} if ctx.modern else result)]
+
+    @_answers
+    def prompt_done(self, ctx: Context, prompt: Prompt, blocks: list[tuple[str, Block]]) -> list[Action]:
+        return [self.reply(ctx, prompts.get_result(prompt, blocks, ctx.rev))] if self._settled(ctx) else []
+
+    @_answers
+    def completed(self, ctx: Context, candidates: list[str], prefix: str) -> list[Action]:
+        return [self.reply(ctx, prompts.complete_result(candidates, prefix))] if self._settled(ctx) else []
 
     # --- tools/call pipeline ------------------------------------------------------------
     def _call(self, ctx: Context) -> list[Action]:
@@ -429,12 +565,20 @@ class Core:
                                           {"level": level, "logger": logger, "data": data}))]
 
     def reload(self, config: Config) -> list[Action]:
-        self.config = config
+        """list_changed for tools, and for resources and prompts when their lists changed (and were advertised)."""
+        old, self.config = self.config, config
         actions: list[Action] = [Stderr(f"mcpwrap: reloaded {config.path}: {len(config.tools)} tool(s)")]
-        if self.session.open:
-            actions.append(Send(jsonrpc.notification("notifications/tools/list_changed", {})))
-        actions += [Send(modern.tagged("notifications/tools/list_changed", listen_id))
-                    for listen_id, honoured in self.listens.items() if honoured.get("toolsListChanged")]
+        lists = [("tools", "toolsListChanged", True),
+                 ("resources", "resourcesListChanged", (old.resources, old.spool.quota > 0) != (
+                     config.resources, config.spool.quota > 0)),
+                 ("prompts", "promptsListChanged", old.prompts != config.prompts)]
+        for kind, flag, changed in lists:
+            if not changed:
+                continue
+            if self.session.open and kind in self.advertised:
+                actions.append(Send(jsonrpc.notification(f"notifications/{kind}/list_changed", {})))
+            actions += [Send(modern.tagged(f"notifications/{kind}/list_changed", listen_id))
+                        for listen_id, honoured in self.listens.items() if honoured.get(flag)]
         return actions
 
     @_answers

@@ -23,7 +23,7 @@ LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
 CACHE_TTL_MS = 60_000           # the tools file can change: clients re-check within a minute
-LISTEN_FILTERS = ("toolsListChanged",)   # the only list mcpwrap has that changes
+LISTEN_FILTERS = ("toolsListChanged", "resourcesListChanged", "promptsListChanged")   # the lists a reload changes
 
 
 def is_modern(params: Mapping[str, Any]) -> bool:

@@ -22,6 +22,7 @@ _FIRST: dict[str, str] = {
     "tool.outputSchema": "2025-06-18",
     "result.structuredContent": "2025-06-18",
     "content.resource_link": "2025-06-18",
+    "resource.title": "2025-06-18",       # title on Resource, ResourceTemplate, Prompt, PromptArgument
     "implementation.title": "2025-06-18",
     "elicitation": "2025-06-18",
     "elicitation.defaults": "2025-11-25",
@@ -39,17 +40,22 @@ _RANGES: dict[str, tuple[str, str]] = {
     "tool.execution": ("2025-11-25", "2025-11-25"),
     "elicitation.server_request": ("2025-06-18", "2025-11-25"),
     "legacy": ("2024-11-05", "2025-11-25"),
+    "error.resource_not_found": ("2024-11-05", "2025-11-25"),   # -32002; 2026 says -32602
+    "resources.subscribe": ("2024-11-05", "2025-11-25"),        # 2026: a listen filter instead
 }
 
-LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "logging/setLevel"})
+CONTENT_METHODS = frozenset({"resources/list", "resources/templates/list", "resources/read", "prompts/list",
+                             "prompts/get", "completion/complete"})
+LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "logging/setLevel",
+                            "resources/subscribe", "resources/unsubscribe"}) | CONTENT_METHODS
 CORE_TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
-MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
+MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"}) | CONTENT_METHODS
 EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 # JSON-RPC error codes mcpwrap may send, per era (2026 adds -32020..-32022, drops -32002/-32042).
 _BASE_CODES = frozenset({-32700, -32600, -32601, -32602, -32603})
-LEGACY_CODES = _BASE_CODES
+LEGACY_CODES = _BASE_CODES | {-32002}
 MODERN_CODES = _BASE_CODES | {-32021, -32022}
 
 
@@ -62,6 +68,10 @@ class Revision:
 
     def has(self, feature: str) -> bool:
         return feature in self.features
+
+    @property
+    def resource_not_found(self) -> int:
+        return -32002 if self.has("error.resource_not_found") else -32602
 
     @property
     def modern(self) -> bool:

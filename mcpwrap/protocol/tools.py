@@ -125,8 +125,12 @@ def _down_convert(block: Block, rev: Revision) -> Block:
     return block
 
 
+def render_block(block: Block, rev: Revision) -> dict[str, Any]:
+    return block_to_json(_down_convert(block, rev))
+
+
 def render_result(result: ToolResult, rev: Revision) -> dict[str, Any]:
-    out: dict[str, Any] = {"content": [block_to_json(_down_convert(b, rev)) for b in result.content]}
+    out: dict[str, Any] = {"content": [render_block(b, rev) for b in result.content]}
     structured = result.structured
     if structured is not NO_STRUCTURED and rev.has("result.structuredContent") and (
             rev.has("structured.any_json") or isinstance(structured, dict)):

@@ -1,0 +1,123 @@
+"""Prompts and completions decisions: listing, argument checks, rendering per revision. No I/O.
+
+A prompt's arguments are strings; `{name}` is substituted into a message's text
+(and, percent-encoded, into an embedded resource's URI) and nowhere else: a
+command message gets the arguments the way a tool does (argv placeholders under
+the injection rules, or MCP_ARG_* for a shell script). Completion offers an
+argument's `enum`, else its `examples`, else the lines of its `complete`
+command, filtered by the typed prefix, at most 100.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mcpwrap.config import PLACEHOLDER, Config, Prompt, PromptArg
+from mcpwrap.protocol.resources import page
+from mcpwrap.protocol.revisions import Revision
+from mcpwrap.protocol.tools import ProtocolError, invalid_params, render_block
+from mcpwrap.result import Block
+
+MAX_COMPLETIONS = 100
+
+
+def render_prompt(prompt: Prompt, rev: Revision) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": prompt.name}
+    if prompt.title and rev.has("resource.title"):
+        out["title"] = prompt.title
+    if prompt.description:
+        out["description"] = prompt.description
+    if prompt.args:
+        out["arguments"] = [_render_arg(a, rev) for a in prompt.args]
+    return out
+
+
+def _render_arg(arg: PromptArg, rev: Revision) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": arg.name}
+    if arg.title and rev.has("resource.title"):
+        out["title"] = arg.title
+    if arg.description:
+        out["description"] = arg.description
+    out["required"] = arg.required
+    return out
+
+
+def list_prompts(config: Config, rev: Revision, cursor: Any, size: int) -> dict[str, Any]:
+    return page("prompts", [render_prompt(p, rev) for p in config.prompts], "prompts", cursor, config, size)
+
+
+def parse_get(config: Config, params: Mapping[str, Any]) -> tuple[Prompt, dict[str, str]]:
+    """The prompt and its checked arguments; -32602 for an unknown prompt or bad arguments."""
+    name = params.get("name")
+    prompt = config.prompt(name) if isinstance(name, str) else None
+    if prompt is None:
+        raise invalid_params(f"Unknown prompt: {name}" if isinstance(name, str) else "prompts/get needs a string 'name'")
+    arguments = params.get("arguments") or {}
+    if not isinstance(arguments, dict):
+        raise invalid_params("prompts/get 'arguments' must be an object")
+    problems = [f"unknown argument '{k}'" for k in arguments if prompt.arg(k) is None]
+    for arg in prompt.args:
+        value = arguments.get(arg.name)
+        if value is None:
+            if arg.required:
+                problems.append(f"missing required argument '{arg.name}'")
+        elif not isinstance(value, str):
+            problems.append(f"argument '{arg.name}' must be a string")
+        elif arg.enum is not None and value not in arg.enum:
+            problems.append(f"argument '{arg.name}' must be one of: {', '.join(arg.enum)}")
+    if problems:
+        raise invalid_params(f"invalid arguments for prompt '{prompt.name}': " + "; ".join(problems))
+    return prompt, {k: v for k, v in arguments.items() if isinstance(v, str)}
+
+
+def fill(text: str, arguments: Mapping[str, str]) -> str:
+    return PLACEHOLDER.sub(lambda m: arguments.get(m[1], ""), text)
+
+
+def get_result(prompt: Prompt, blocks: Sequence[tuple[str, Block]], rev: Revision) -> dict[str, Any]:
+    result: dict[str, Any] = {"messages": [{"role": role, "content": render_block(block, rev)}
+                                           for role, block in blocks]}
+    if prompt.description:
+        result["description"] = prompt.description
+    return result
+
+
+# --- completion ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Completion:
+    """Where an argument's candidates come from: a fixed list, or a command's output lines."""
+    values: tuple[str, ...] = ()
+    command: tuple[str, ...] | None = None
+
+
+def completion_source(config: Config, params: Mapping[str, Any]) -> tuple[Completion, str]:
+    """What to complete from, and the typed prefix; -32602 for an unknown reference or argument."""
+    ref, argument = params.get("ref"), params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict) or not isinstance(argument.get("name"), str) \
+            or not isinstance(argument.get("value"), str):
+        raise invalid_params("completion/complete needs 'ref' and 'argument' {name, value}")
+    name, prefix = argument["name"], argument["value"]
+    if ref.get("type") == "ref/prompt":
+        ref_name = ref.get("name")
+        prompt = config.prompt(ref_name) if isinstance(ref_name, str) else None
+        arg = prompt.arg(name) if prompt else None
+        if arg is None:
+            raise invalid_params(f"no prompt argument '{name}' for {ref.get('name')!r}")
+        return Completion(arg.enum or arg.examples, arg.complete), prefix
+    if ref.get("type") == "ref/resource":
+        resource = next((r for r in config.resources if r.uri_template and r.uri_template == ref.get("uri")), None)
+        spec = resource.tool.arg(name) if resource and resource.tool else None
+        if resource is None or spec is None:
+            raise invalid_params(f"no template variable '{name}' for {ref.get('uri')!r}")
+        listed = spec.schema.get("enum") or spec.schema.get("examples") or ()
+        return Completion(tuple(str(v) for v in listed), resource.completers.get(name)), prefix
+    raise ProtocolError(-32602, "ref.type must be \"ref/prompt\" or \"ref/resource\"")
+
+
+def complete_result(candidates: Sequence[str], prefix: str) -> dict[str, Any]:
+    matching = list(dict.fromkeys(c for c in candidates if c.startswith(prefix)))
+    completion: dict[str, Any] = {"values": matching[:MAX_COMPLETIONS], "total": len(matching),
+                                  "hasMore": len(matching) > MAX_COMPLETIONS}
+    return {"completion": completion}
