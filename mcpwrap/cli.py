@@ -359,12 +359,38 @@ def build_app() -> Any:
     app.add_typer(tasks_app)
     state_opt = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir.")
     json_opt = typer.Option(False, "--json", help="Print JSON instead of text.")
-    id_arg = typer.Argument(..., help="A task id, as `mcpwrap tasks list FILE` shows it.")
+    # `[FILE] ID`: two positionals, the second optional; an id alone is looked up in every store.
+    where_arg = typer.Argument(..., metavar="[FILE] TASK_ID", show_default=False,
+                               help="The tools file (optional: without it, every store in the state dir is searched) "
+                                    "and a task id as `mcpwrap tasks list FILE` shows it.")
+    id_arg = typer.Argument(None, hidden=True)
+    # Old ids may start with "-": an option this command does not know is read as a positional.
+    loose = {"ignore_unknown_options": True}
+
+    def state_path(state_dir: Optional[str]) -> Path:
+        return Path(option_value(state_dir, "--state-dir", default_state_dir))
 
     def task_store(file: Path, state_dir: Optional[str]) -> Any:
         from mcpwrap import tasks
 
-        return tasks.Store.for_tools_file(Path(option_value(state_dir, "--state-dir", default_state_dir)), file)
+        return tasks.Store.for_tools_file(state_path(state_dir), file)
+
+    def find_task(where: str, task_id: Optional[str], state_dir: Optional[str]) -> tuple[Any, str]:
+        """The store holding the task and its id: FILE's store, or the one store under the state dir that has it."""
+        from mcpwrap import tasks
+        from mcpwrap.protocol.tasking import valid_id
+
+        if task_id is not None:
+            return task_store(Path(where), state_dir), task_id
+        state = state_path(state_dir)
+        if not valid_id(where):
+            _fail(f"{where!r} is not a task id (ids are 22 or 23 characters of A-Z a-z 0-9 _ -); "
+                  "to name a tools file, give the id after it", EXIT_USAGE)
+        stores = [tasks.Store(d / "tasks") for d in sorted(state.iterdir())] if state.is_dir() else []
+        found = next((s for s in stores if s.path(where).exists()), None)
+        if found is None:
+            _fail(f"no task {where!r} in any store under {state}", EXIT_USAGE)
+        return found, where
 
     def task_record(store: Any, task_id: str) -> Any:
         from mcpwrap.protocol.tasking import TaskLookupError
@@ -391,22 +417,23 @@ def build_app() -> Any:
              tasks.local_time(r.updated_at), r.status_message or ""] for r in records]
         print(tasks.table(rows))  # stdout-ok
 
-    @tasks_app.command("show")
-    def tasks_show(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
+    @tasks_app.command("show", context_settings=loose)
+    def tasks_show(where: str = where_arg, task_id: Optional[str] = id_arg, state_dir: Optional[str] = state_opt,
                    as_json: bool = json_opt) -> None:
         """Show one task: status, arguments, progress, supervisor, outcome."""
         from mcpwrap import tasks
 
-        store = task_store(file, state_dir)
+        store, task_id = find_task(where, task_id, state_dir)
         record = task_record(store, task_id)
         if as_json:
             _print_json(tasks.public_json(record))
         else:
             print(tasks.describe(record, store))  # stdout-ok
 
-    @tasks_app.command("result")
-    def tasks_result(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
+    @tasks_app.command("result", context_settings=loose)
+    def tasks_result(where: str = where_arg, task_id: Optional[str] = id_arg, state_dir: Optional[str] = state_opt,
                      wait: bool = typer.Option(False, "--wait", help="Wait until the task has finished."),
+                     output: Optional[Path] = typer.Option(None, "--output", help="Write image/audio/binary content here (default: a temporary file named on stderr)."),
                      as_json: bool = json_opt) -> None:
         """Print a finished task's output like `mcpwrap call` does; exit 1 when it failed."""
         import time
@@ -414,7 +441,7 @@ def build_app() -> Any:
         from mcpwrap import tasks
         from mcpwrap.protocol.tasking import stored_result
 
-        store = task_store(file, state_dir)
+        store, task_id = find_task(where, task_id, state_dir)
         record = task_record(store, task_id)
         progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
         while wait and not record.terminal:
@@ -429,19 +456,21 @@ def build_app() -> Any:
         if as_json:
             _print_json(record.result if record.result is not None else {"status": record.status, "error": record.error})
         elif record.result is not None:
-            _print_text(stored_result(record).text)
+            result = stored_result(record)
+            _print_text(result.text)
+            _write_binary(result, output)
         else:
             print(f"mcpwrap: task {task_id} {record.status}: {record.status_message}", file=sys.stderr)
         raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
 
-    @tasks_app.command("cancel")
-    def tasks_cancel(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
+    @tasks_app.command("cancel", context_settings=loose)
+    def tasks_cancel(where: str = where_arg, task_id: Optional[str] = id_arg, state_dir: Optional[str] = state_opt,
                      as_json: bool = json_opt) -> None:
         """Cancel a running task (its command's process group is killed); exit 1 if it had finished."""
         from mcpwrap import tasks
         from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
 
-        store = task_store(file, state_dir)
+        store, task_id = find_task(where, task_id, state_dir)
         try:
             record = store.cancel(task_id)
         except TaskLookupError as exc:

@@ -1,0 +1,65 @@
+"""The newcomer's frictions (issue 15) from a shell: task ids alone and dash-led, PATH checks,
+client-config pins, JSON spelling, one stderr, prompts that re-ask, `call --task`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from mcpwrap import tasks
+from tests.harness import HANG_S, mcpwrap_cmd
+
+KEY = b"k" * 32
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+
+
+def run(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(mcpwrap_cmd(*args), capture_output=True, text=True, timeout=HANG_S,
+                          env={**os.environ, **(env or {})}, input=stdin)
+
+
+def finished_task(state: Path, tools: Path, task_id: str, result: dict[str, object]) -> None:
+    """A completed record written straight into FILE's store (no supervisor needed)."""
+    store = tasks.Store.for_tools_file(state, tools)
+    store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=tools, digest="0" * 64,
+                 snapshot=None, key=KEY, task_id=task_id)
+    store.finish(task_id, result=result)
+
+
+DASHED = "-" + "A" * 21                   # a 22-character id of the old kind, led by "-"
+DOUBLE = "--" + "b" * 20
+
+
+@pytest.mark.parametrize("task_id", ["x" + "A" * 22, DASHED, DOUBLE])
+def test_tasks_commands_find_an_id_alone_in_every_store_even_dash_led(tmp_path: Path, task_id: str) -> None:
+    state = tmp_path / "state"
+    other, tools = tmp_path / "other.toml", tmp_path / "tools.toml"
+    finished_task(state, other, "z" * 22, {"content": [{"type": "text", "text": "not this"}]})
+    finished_task(state, tools, task_id, {"content": [{"type": "text", "text": "done here"}]})
+    sd = ("--state-dir", str(state))
+    for words in (["result", task_id, *sd], ["result", *sd, task_id], ["result", *sd, "--", task_id],
+                  ["result", str(tools), task_id, *sd], ["result", str(tools), *sd, "--", task_id]):
+        done = run("tasks", *words)
+        assert (done.returncode, done.stdout) == (0, "done here\n"), (words, done.stderr)
+    shown = run("tasks", "show", task_id, "--json", *sd)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["taskId"] == task_id, shown.stderr
+    again = run("tasks", "cancel", task_id, *sd)
+    assert again.returncode == 1 and "already completed" in again.stderr
+    unknown = run("tasks", "result", "q" * 22, *sd)
+    assert unknown.returncode == 2 and f"no task {'q' * 22!r} in any store under {state}" in unknown.stderr
+
+
+def test_tasks_result_writes_binary_content_to_output(tmp_path: Path) -> None:
+    state, tools = tmp_path / "state", tmp_path / "tools.toml"
+    blob = base64.b64encode(PNG).decode()
+    finished_task(state, tools, "c" * 22, {"content": [{"type": "text", "text": "a chart"},
+                                                       {"type": "image", "data": blob, "mimeType": "image/png"}]})
+    out = tmp_path / "chart.png"
+    done = run("tasks", "result", "c" * 22, "--output", str(out), "--state-dir", str(state))
+    assert (done.returncode, done.stdout) == (0, "a chart\n"), done.stderr
+    assert out.read_bytes() == PNG and f"wrote image/png, {len(PNG)} bytes, to {out}" in done.stderr
