@@ -63,3 +63,13 @@ def test_tasks_result_writes_binary_content_to_output(tmp_path: Path) -> None:
     done = run("tasks", "result", "c" * 22, "--output", str(out), "--state-dir", str(state))
     assert (done.returncode, done.stdout) == (0, "a chart\n"), done.stderr
     assert out.read_bytes() == PNG and f"wrote image/png, {len(PNG)} bytes, to {out}" in done.stderr
+
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_repo_tools_search_takes_a_pattern_that_starts_with_a_dash() -> None:
+    done = run("call", str(ROOT / "examples" / "repo-tools.toml"), "search", "--arg", "pattern=-> None:",
+               "--arg", "path=mcpwrap/cli.py")
+    assert done.returncode == 0, done.stderr
+    assert "mcpwrap/cli.py:" in done.stdout and "-> None:" in done.stdout
