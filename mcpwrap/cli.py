@@ -85,11 +85,16 @@ def _no_task(store: Any, task_id: str, reason: str) -> NoReturn:
     _fail(f"no task {task_id!r} in {store.root} ({reason.lower()})", EXIT_USAGE)
 
 
-def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
-    """`--arg NAME=VALUE`, VALUE typed by NAME's schema (see `_typed_value`)."""
+def _assignment(option: str, text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
-        _fail(f"--arg {text!r} must look like NAME=VALUE", EXIT_USAGE)
+        _fail(f"{option} {text!r} must look like NAME=VALUE", EXIT_USAGE)
+    return name, value
+
+
+def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
+    """`--arg NAME=VALUE`, VALUE typed by NAME's schema (see `_typed_value`)."""
+    name, value = _assignment("--arg", text)
     return name, _typed_value(tool, name, value)
 
 
@@ -159,6 +164,42 @@ def _write_binary(result: Any, output: Path | None) -> None:
         print(f"wrote {mime}, {len(data)} bytes, to {target}", file=sys.stderr)
 
 
+def _missing_programs(config: Any) -> list[str]:
+    """What is wrong with each command whose program is not found as `runner` would look for it:
+    on the PATH of the tool's environment, or relative to its cwd when it holds a slash."""
+    import shutil
+
+    missing = []
+    for tool in config.tools:
+        if tool.command is None:
+            continue
+        program = str(tool.command[0])                # config keeps the program a string
+        if "/" in program:
+            where = tool.cwd / program
+            if not (where.is_file() and os.access(where, os.X_OK)):
+                missing.append(f"tool {tool.name!r}: program {program!r} is not an executable file (in {tool.cwd})")
+        elif shutil.which(program, path={**os.environ, **tool.env}.get("PATH", os.defpath)) is None:
+            missing.append(f"tool {tool.name!r}: program {program!r} is not on PATH (an MCP host may start "
+                           "`serve` with a shorter one: see `client-config --pin-path`)")
+    return missing
+
+
+def _check_secret(config: Any, path: Path) -> None:
+    """Refuse what `serve` would: a secret file that exists but is unusable, when a tool needs it
+    (a question to sign, or a task record to MAC). A missing one `serve` creates."""
+    import time
+
+    from mcpwrap import signing
+
+    needs = [t.name for t in config.tools if t.confirm or t.task != "never" or any(a.elicit for a in t.args)]
+    if not needs or not os.path.lexists(path):
+        return
+    try:
+        signing.load_secret(path, time.time())
+    except signing.SecretFileError as exc:
+        _fail(f"`serve` would refuse the secret file that {', '.join(map(repr, needs))} need: {exc}", EXIT_CONFIG)
+
+
 def _self_command() -> tuple[str, list[str]]:
     """An absolute command that starts this mcpwrap, for client configs."""
     import shutil
@@ -212,9 +253,20 @@ def build_app() -> Any:
         print(f"wrote {file}; next: mcpwrap check {file} && mcpwrap call {file} greet --arg name=you")  # stdout-ok
 
     @app.command()
-    def check(file: Path = file_arg) -> None:
-        """Validate a tools file; problems are printed as FILE:LINE:COL: message."""
+    def check(file: Path = file_arg,
+              strict: bool = typer.Option(False, "--strict", help="Make a program not found on PATH an error, not a warning."),
+              secret_file: Optional[str] = typer.Option(None, "--secret-file", help="The secret file `serve` would use; env MCPWRAP_SECRET_FILE; default: the user config dir.")) -> None:
+        """Validate a tools file as `serve` would, and look for each program on PATH.
+
+        Problems are printed as FILE:LINE:COL: message.
+        """
         config = _load(file)
+        missing = _missing_programs(config)
+        for problem in missing:
+            print(f"{_colour('mcpwrap:', '1;33')} {'error' if strict else 'warning'}: {problem}", file=sys.stderr)
+        _check_secret(config, Path(option_value(secret_file, "--secret-file", _default_secret_file)))
+        if missing and strict:
+            raise SystemExit(EXIT_CONFIG)
         print(f"{file}: ok, {len(config.tools)} tool(s)")  # stdout-ok
 
     @app.command("list")
@@ -300,11 +352,18 @@ def build_app() -> Any:
     def client_config(file: Path = file_arg,
                       client: str = typer.Option("claude-desktop", "--client", "-c",
                                                  help="claude-desktop, claude-code, cursor or vscode."),
-                      name: Optional[str] = typer.Option(None, "--name", help="The server's key in the config (default: the file's stem).")) -> None:
+                      name: Optional[str] = typer.Option(None, "--name", help="The server's key in the config (default: the file's stem)."),
+                      env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE set in the server's environment; repeatable."),
+                      pin_path: bool = typer.Option(False, "--pin-path", help="Set the server's PATH to this shell's (GUI hosts start servers with a minimal one).")) -> None:
         """Print the JSON to paste into an MCP client's config for this tools file."""
         _load(file)
         command, args = _self_command()
         entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(file.resolve())]}
+        pinned = dict(_assignment("--env", text) for text in env)
+        if pin_path:
+            pinned["PATH"] = os.environ.get("PATH", os.defpath)
+        if pinned:
+            entry["env"] = pinned
         key = name or file.stem
         layouts = {"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
                    "claude-code": {"mcpServers": {key: {"type": "stdio", **entry}}},

@@ -73,3 +73,56 @@ def test_repo_tools_search_takes_a_pattern_that_starts_with_a_dash() -> None:
                "--arg", "path=mcpwrap/cli.py")
     assert done.returncode == 0, done.stderr
     assert "mcpwrap/cli.py:" in done.stdout and "-> None:" in done.stdout
+
+
+def test_check_warns_for_each_program_not_on_path_and_fails_with_strict(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mine").write_text("#!/bin/sh\n")
+    (bin_dir / "mine").chmod(0o755)
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.gone]\ncommand = ["no-such-program-mcpwrap", "x"]\n'
+                     '[tools.sh]\ncommand = ["sh", "-c", "true"]\n'
+                     '[tools.rel]\ncommand = ["./missing.sh"]\n'
+                     f'[tools.pinned]\ncommand = ["mine"]\nenv = {{ PATH = "{bin_dir}" }}\n'
+                     '[tools.script]\nshell = "no-such-program-either"\n')
+    warned = run("check", str(tools))
+    assert (warned.returncode, warned.stdout) == (0, f"{tools}: ok, 5 tool(s)\n"), warned.stderr
+    lines = warned.stderr.splitlines()
+    assert len(lines) == 2, lines
+    assert "warning: tool 'gone': program 'no-such-program-mcpwrap' is not on PATH" in lines[0]
+    assert f"warning: tool 'rel': program './missing.sh' is not an executable file (in {tmp_path})" in lines[1]
+    strict = run("check", "--strict", str(tools))
+    assert strict.returncode == 3 and strict.stdout == "" and strict.stderr.count("error: tool") == 2
+
+
+def test_client_config_pins_path_and_env(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.a]\ncommand = ["true"]\n')
+    done = run("client-config", str(tools), "--pin-path", "--env", "LANG=C.UTF-8", "-e", "X=a=b",
+               env={"PATH": f"/opt/bin:{os.environ['PATH']}"})
+    entry = json.loads(done.stdout)["mcpServers"]["t"]
+    assert entry["env"] == {"LANG": "C.UTF-8", "X": "a=b", "PATH": f"/opt/bin:{os.environ['PATH']}"}
+    assert "env" not in json.loads(run("client-config", str(tools)).stdout)["mcpServers"]["t"]
+    bad = run("client-config", str(tools), "--env", "novalue")
+    assert bad.returncode == 2 and "--env 'novalue' must look like NAME=VALUE" in bad.stderr
+
+
+def test_check_refuses_a_secret_file_serve_would_refuse(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.ask]\ncommand = ["true"]\nconfirm = "Really?"\n')
+    secret = tmp_path / "secret"
+    assert run("check", str(tools), "--secret-file", str(secret)).returncode == 0      # serve would create it
+    assert run("secret", "init", "--secret-file", str(secret)).returncode == 0
+    assert run("check", str(tools), "--secret-file", str(secret)).returncode == 0
+    secret.chmod(0o644)
+    refused = run("check", str(tools), env={"MCPWRAP_SECRET_FILE": str(secret)})
+    assert refused.returncode == 3 and refused.stdout == "", refused.stderr
+    assert "`serve` would refuse the secret file that 'ask' need" in refused.stderr
+    served = subprocess.run(mcpwrap_cmd("serve", str(tools), "--secret-file", str(secret), "--state-dir",
+                                        str(tmp_path / "state")), capture_output=True, text=True, timeout=HANG_S,
+                            stdin=subprocess.DEVNULL)
+    assert served.returncode == 3                   # what check foretold
+    quiet = tmp_path / "q.toml"
+    quiet.write_text('[tools.a]\ncommand = ["true"]\n')
+    assert run("check", str(quiet), "--secret-file", str(secret)).returncode == 0   # no tool needs it
