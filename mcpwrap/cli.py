@@ -92,6 +92,66 @@ def _assignment(option: str, text: str) -> tuple[str, str]:
     return name, value
 
 
+def _task_record(store: Any, task_id: str) -> Any:
+    from mcpwrap.protocol.tasking import TaskLookupError
+
+    try:
+        return store.get(task_id)
+    except TaskLookupError as exc:
+        _no_task(store, task_id, exc.reason)
+
+
+def _task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_json: bool) -> NoReturn:
+    """Print a task's outcome as `call` prints a result (waiting for it with `wait`), and exit:
+    0 completed, 1 failed, cancelled or a tool error, 4 still running."""
+    import time
+
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import stored_result
+
+    record = _task_record(store, task_id)
+    progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
+    while wait and not record.terminal:
+        time.sleep(tasks.RESULT_POLL_S)
+        record = _task_record(store, task_id)
+        if progress and record.progress:
+            progress.update(record.progress["progress"], record.progress.get("total"), None)
+    if progress:
+        progress.clear()
+    if not record.terminal:
+        _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", EXIT_PENDING)
+    if as_json:
+        _print_json(record.result if record.result is not None else {"status": record.status, "error": record.error})
+    elif record.result is not None:
+        result = stored_result(record)
+        _print_text(result.text)
+        _write_binary(result, output)
+    else:
+        print(f"mcpwrap: task {task_id} {record.status}: {record.status_message}", file=sys.stderr)
+    raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
+
+
+def _start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | None, secret_file: str | None) -> tuple[Any, str]:
+    """Create a durable task as `serve` would for a client (signed record, detached supervisor)."""
+    import time
+
+    from mcpwrap import signing, tasks
+
+    if tool.task == "never":
+        _fail(f"{tool.name!r} has task = \"never\": it cannot run as a task (drop --task)", EXIT_USAGE)
+    store = tasks.Store.for_tools_file(Path(option_value(state_dir, "--state-dir", default_state_dir)), config.path)
+    secret = Path(option_value(secret_file, "--secret-file", _default_secret_file))
+    try:
+        keyring = signing.ensure_secret(secret, time.time())
+        record = tasks.create_task(store, config, tool, args, int(tool.task_ttl_s * 1000), keyring, secret,
+                                   _positive(None, "--max-tasks", tasks.MAX_RUNNING))
+    except signing.SecretFileError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    except tasks.TooManyTasks as exc:
+        _fail(str(exc), EXIT_TOOL_ERROR)
+    return store, record.task_id
+
+
 def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
     """`--arg NAME=VALUE`, VALUE typed by NAME's schema (see `_typed_value`)."""
     name, value = _assignment("--arg", text)
@@ -99,17 +159,25 @@ def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
 
 
 def _typed_value(tool: Any, name: str, value: str) -> Any:
-    """A shell word as the argument's schema wants it: the raw text for a string, else JSON.
-
-    Without a type, or with a type list allowing "string", text that is not JSON stays text;
-    otherwise it is a usage error naming the expected type (`--arg branch=1.0` must stay "1.0").
-    """
-    import orjson
-
+    """A shell word as the argument's schema wants it (see `_parsed`); a usage error if it cannot be."""
     arg = next((a for a in tool.args if a.name == name), None)
     if arg is None:
         known = ", ".join(a.name for a in tool.args) or "none"
         _fail(f"{tool.name!r} has no argument {name!r} (its arguments: {known}; nothing ran)", EXIT_USAGE)
+    try:
+        return _parsed(arg, value)
+    except ValueError as exc:
+        _fail(f"--arg {name}={value!r}: {exc} (nothing ran)", EXIT_USAGE)
+
+
+def _parsed(arg: Any, value: str) -> Any:
+    """The raw text for a string argument, else JSON.
+
+    Without a type, or with a type list allowing "string", text that is not JSON stays text;
+    otherwise ValueError names the expected type (`--arg branch=1.0` must stay "1.0").
+    """
+    import orjson
+
     kind = arg.schema.get("type")
     if kind == "string":
         return value
@@ -119,7 +187,55 @@ def _typed_value(tool: Any, name: str, value: str) -> Any:
     except orjson.JSONDecodeError:
         if not kinds or "string" in kinds:
             return value
-        _fail(f"--arg {name}={value!r}: {name!r} takes {' or '.join(kinds)}, written as JSON (nothing ran)", EXIT_USAGE)
+        raise ValueError(f"{arg.name!r} takes {' or '.join(kinds)}, written as JSON") from None
+
+
+def _ask(arg: Any) -> Any:
+    """Prompt on the terminal for an elicited argument, showing what it accepts, until an answer fits."""
+    from jsonschema import Draft202012Validator   # only when a human is asked
+
+    schema = arg.schema
+    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    allowed = schema.get("enum") or items.get("enum")
+    kind = schema.get("type", "any")
+    shown = "/".join(map(str, allowed)) if allowed else "true/false" if kind == "boolean" else kind
+    several = " (several: a,b)" if kind == "array" else ""
+    default = f", default {_json_text(schema['default'])}" if "default" in schema else ""
+    while True:
+        sys.stderr.write(f"{schema.get('description', arg.name)} [{shown}{several}{default}]: ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            _fail(f"no answer for {arg.name!r}; nothing ran", EXIT_USAGE)
+        text = line.rstrip("\n")
+        if not text and "default" in schema:
+            return schema["default"]
+        try:
+            value = _parsed(arg, text)
+        except ValueError as exc:
+            print(f"  {exc}; try again", file=sys.stderr)
+            continue
+        if kind == "array" and not isinstance(value, list):
+            value = [part.strip() for part in text.split(",") if part.strip()]
+        problem = next(Draft202012Validator(schema).iter_errors(value), None)
+        if problem is None:
+            return value
+        print(f"  {problem.message}; try again", file=sys.stderr)
+
+
+def _json_text(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()
+
+
+def _streamed_text(result: Any) -> str:
+    """A failed command's text without its stderr tail, which `call` has already copied to stderr."""
+    tail = result.stderr_tail.strip()
+    body, _, status = result.text.rpartition("\n")
+    if not (result.is_error and tail and body.endswith(tail)):
+        return result.text
+    return "\n".join(p for p in (body[:-len(tail)].rstrip("\n"), status) if p)
 
 
 def _binary_blocks(result: Any) -> list[tuple[str, bytes]]:
@@ -283,7 +399,8 @@ def build_app() -> Any:
             print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
             for arg in tool.args:
                 kind = arg.schema.get("type", "any")
-                extra = "" if arg.required else f" (default {arg.schema['default']!r})" if "default" in arg.schema else " (optional)"
+                kind = " or ".join(kind) if isinstance(kind, list) else kind
+                extra = "" if arg.required else f" (default {_json_text(arg.schema['default'])})" if "default" in arg.schema else " (optional)"
                 print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
 
     @app.command()
@@ -293,6 +410,10 @@ def build_app() -> Any:
              arg: list[str] = typer.Option([], "--arg", "-a", help="NAME=VALUE: the raw text for a string argument, JSON for any other type; repeatable."),
              output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write image/audio/binary content here (default: a temporary file named on stderr)."),
              yes: bool = typer.Option(False, "--yes", "-y", help="Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
+             task: bool = typer.Option(False, "--task", help="Run it as a durable task (as `serve` does for a client): the id goes to stderr, then its result, as `tasks result --wait` prints it."),
+             no_wait: bool = typer.Option(False, "--no-wait", help="With --task: print the task id on stdout and return at once."),
+             state_dir: Optional[str] = typer.Option(None, "--state-dir", help="With --task: where the task record lives; env MCPWRAP_STATE_DIR."),
+             secret_file: Optional[str] = typer.Option(None, "--secret-file", help="With --task: the secret that signs the record; env MCPWRAP_SECRET_FILE."),
              as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON.")) -> None:
         """Run one tool the way `serve` would; exit 1 when the result is an error."""
         import orjson
@@ -315,7 +436,7 @@ def build_app() -> Any:
         args.update(_typed_arg(spec, a) for a in arg)
         interactive = sys.stdin.isatty()
         for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
-            args[missing.name] = _typed_value(spec, missing.name, typer.prompt(missing.schema.get('description', missing.name)))
+            args[missing.name] = _ask(missing)
         problems = argument_problems(spec, args)
         if problems:
             _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
@@ -325,6 +446,15 @@ def build_app() -> Any:
                 _fail(f"{tool!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
             if not typer.confirm(question, default=False, err=True):
                 _fail("declined; nothing ran", EXIT_TOOL_ERROR)
+        if no_wait and not task:
+            _fail("--no-wait goes with --task", EXIT_USAGE)
+        if task:
+            store, task_id = _start_task(config, spec, args, state_dir, secret_file)
+            if no_wait:
+                print(task_id)  # stdout-ok
+                raise SystemExit(EXIT_OK)
+            print(f"task {task_id} (mcpwrap tasks show|result|cancel {task_id})", file=sys.stderr)
+            _task_outcome(store, task_id, True, output, as_json)
         progress = _ProgressLine(tool) if sys.stderr.isatty() and spec.progress else None
         try:
             result = trio.run(lambda: runner.run(
@@ -337,7 +467,7 @@ def build_app() -> Any:
         if as_json:
             _print_json(result.to_json())
         else:
-            _print_text(result.text)
+            _print_text(_streamed_text(result))
             _write_binary(result, output)
         raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
 
@@ -451,14 +581,6 @@ def build_app() -> Any:
             _fail(f"no task {where!r} in any store under {state}", EXIT_USAGE)
         return found, where
 
-    def task_record(store: Any, task_id: str) -> Any:
-        from mcpwrap.protocol.tasking import TaskLookupError
-
-        try:
-            return store.get(task_id)
-        except TaskLookupError as exc:
-            _no_task(store, task_id, exc.reason)
-
     @tasks_app.command("list")
     def tasks_list(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
         """List the tasks of FILE, oldest first."""
@@ -483,7 +605,7 @@ def build_app() -> Any:
         from mcpwrap import tasks
 
         store, task_id = find_task(where, task_id, state_dir)
-        record = task_record(store, task_id)
+        record = _task_record(store, task_id)
         if as_json:
             _print_json(tasks.public_json(record))
         else:
@@ -495,32 +617,8 @@ def build_app() -> Any:
                      output: Optional[Path] = typer.Option(None, "--output", help="Write image/audio/binary content here (default: a temporary file named on stderr)."),
                      as_json: bool = json_opt) -> None:
         """Print a finished task's output like `mcpwrap call` does; exit 1 when it failed."""
-        import time
-
-        from mcpwrap import tasks
-        from mcpwrap.protocol.tasking import stored_result
-
         store, task_id = find_task(where, task_id, state_dir)
-        record = task_record(store, task_id)
-        progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
-        while wait and not record.terminal:
-            time.sleep(tasks.RESULT_POLL_S)
-            record = task_record(store, task_id)
-            if progress and record.progress:
-                progress.update(record.progress["progress"], record.progress.get("total"), None)
-        if progress:
-            progress.clear()
-        if not record.terminal:
-            _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", EXIT_PENDING)
-        if as_json:
-            _print_json(record.result if record.result is not None else {"status": record.status, "error": record.error})
-        elif record.result is not None:
-            result = stored_result(record)
-            _print_text(result.text)
-            _write_binary(result, output)
-        else:
-            print(f"mcpwrap: task {task_id} {record.status}: {record.status_message}", file=sys.stderr)
-        raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
+        _task_outcome(store, task_id, wait, output, as_json)
 
     @tasks_app.command("cancel", context_settings=loose)
     def tasks_cancel(where: str = where_arg, task_id: Optional[str] = id_arg, state_dir: Optional[str] = state_opt,
@@ -596,6 +694,9 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
     calls = _positive(max_calls, "--max-calls", server.Options.max_calls)
     running_tasks = _positive(max_tasks, "--max-tasks", server.Options.max_tasks)
     config = _load(file, state / "validated")
+    if sys.stdin.isatty():
+        print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file} over stdio, waiting for an MCP client "
+              "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
     options = server.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", _default_secret_file)),
         state_dir=state, watch=watch, log_level=level, max_calls=calls, max_tasks=running_tasks)

@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pty
+import select
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,119 @@ def test_check_refuses_a_secret_file_serve_would_refuse(tmp_path: Path) -> None:
     quiet = tmp_path / "q.toml"
     quiet.write_text('[tools.a]\ncommand = ["true"]\n')
     assert run("check", str(quiet), "--secret-file", str(secret)).returncode == 0   # no tool needs it
+
+
+def test_list_spells_values_as_json(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.a]\ncommand = ["true", "{f}", "{n}", "{s}", "{level}"]\n'
+                     'args.f = { type = "boolean", default = false }\nargs.n = { type = "number", optional = true }\n'
+                     'args.s = { type = "string", default = "x y" }\n'
+                     'args.level = { type = ["integer", "string"], default = 0 }\n')
+    listed = run("list", str(tools)).stdout.splitlines()
+    assert listed[1:] == ["    f: boolean (default false)", "    n: number (optional)",
+                          '    s: string (default "x y")', "    level: integer or string (default 0)"], listed
+
+
+def test_a_failing_tools_stderr_is_printed_once(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.f]\nshell = "echo out; echo oops-1 >&2; echo oops-2 >&2; exit 3"\n'
+                     '[tools.quiet]\nshell = "echo out; exit 4"\n')
+    done = run("call", str(tools), "f")
+    assert done.returncode == 1
+    assert (done.stdout + done.stderr).count("oops-1") == 1 and (done.stdout + done.stderr).count("oops-2") == 1
+    assert done.stderr == "oops-1\noops-2\n" and done.stdout == "out\n[f exited with status 3]\n"
+    assert run("call", str(tools), "quiet").stdout == "out\n\n[quiet exited with status 4]\n"
+    as_json = json.loads(run("call", str(tools), "f", "--json").stdout)     # a client still gets the tail
+    assert "oops-1\noops-2\n[f exited" in as_json["content"][0]["text"]
+
+
+def test_call_task_runs_a_durable_task_from_the_shell(tmp_path: Path) -> None:
+    tools, state, secret = tmp_path / "t.toml", tmp_path / "state", tmp_path / "secret"
+    tools.write_text('[tools.job]\ncommand = ["echo", "job {n}"]\ntask = "optional"\nargs.n = { type = "integer" }\n'
+                     '[tools.now]\ncommand = ["echo", "now"]\n')
+    where = ("--state-dir", str(state), "--secret-file", str(secret))
+    waited = run("call", str(tools), "job", "-a", "n=1", "--task", *where)
+    assert (waited.returncode, waited.stdout) == (0, "job 1\n"), waited.stderr
+    first = waited.stderr.split()[1]
+    assert tasks.Store.for_tools_file(state, tools).get(first).status == "completed"
+    started = run("call", str(tools), "job", "-a", "n=2", "--task", "--no-wait", *where)
+    assert started.returncode == 0 and started.stderr == ""
+    task_id = started.stdout.strip()
+    assert task_id != first and run("tasks", "result", task_id, "--wait", "--state-dir", str(state)).stdout == "job 2\n"
+    never = run("call", str(tools), "now", "--task", *where)
+    assert never.returncode == 2 and 'task = "never"' in never.stderr
+    assert run("call", str(tools), "now", "--no-wait").returncode == 2
+
+
+class Terminal:
+    """A process with stdin, stdout and stderr on a pseudo-terminal, driven by what it writes."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.controller, terminal = pty.openpty()
+        self.proc = subprocess.Popen(args, stdin=terminal, stdout=terminal, stderr=terminal, close_fds=True,
+                                     env={**os.environ, "NO_COLOR": "1"})
+        os.close(terminal)
+        self.seen = b""
+
+    def expect(self, text: bytes) -> bytes:
+        """Everything written up to and including `text` (which must come within the hang guard)."""
+        deadline = time.monotonic() + HANG_S
+        while text not in self.seen:
+            ready = select.select([self.controller], [], [], max(0.0, deadline - time.monotonic()))[0]
+            try:
+                chunk = os.read(self.controller, 65536) if ready else b""
+            except OSError:               # EIO: the terminal's last writer is gone
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"{text!r} never came; the terminal shows {self.seen!r}")
+            self.seen += chunk
+        upto, _, self.seen = self.seen.partition(text)
+        return upto + text
+
+    def send(self, text: bytes) -> None:
+        os.write(self.controller, text)
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(timeout=HANG_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            os.close(self.controller)
+
+
+def test_serve_on_a_terminal_says_it_waits_for_a_client(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.a]\ncommand = ["true"]\n')
+    serve = ("serve", str(tools), "--state-dir", str(tmp_path / "state"))
+    term = Terminal(mcpwrap_cmd(*serve))
+    try:
+        term.expect(b"waiting for an MCP client")
+        term.send(b"\x04")                 # end of input: the server stops
+    finally:
+        assert term.close() == 0
+    piped = subprocess.run(mcpwrap_cmd(*serve), stdin=subprocess.DEVNULL, capture_output=True, timeout=HANG_S)
+    assert piped.returncode == 0 and b"waiting" not in piped.stderr
+
+
+def test_the_prompt_for_an_elicited_argument_shows_allowed_values_and_asks_again(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.deploy]\ncommand = ["echo", "to {target} x{n}"]\n'
+                     'args.target = { type = "string", enum = ["staging", "prod"], elicit = true, description = "Where to" }\n'
+                     'args.n = { type = "integer", minimum = 1, elicit = true }\n')
+    term = Terminal(mcpwrap_cmd("call", str(tools), "deploy"))
+    try:
+        term.expect(b"Where to [staging/prod]: ")
+        term.send(b"qa\n")
+        assert b"'qa' is not one of ['staging', 'prod']; try again" in term.expect(b"Where to [staging/prod]: ")
+        term.send(b"prod\n")
+        term.expect(b"n [integer]: ")
+        term.send(b"two\n")
+        assert b"'n' takes integer, written as JSON; try again" in term.expect(b"n [integer]: ")
+        term.send(b"0\n")
+        assert b"0 is less than the minimum of 1; try again" in term.expect(b"n [integer]: ")
+        term.send(b"2\n")
+        term.expect(b"to prod x2")
+    finally:
+        assert term.close() == 0
