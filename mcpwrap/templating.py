@@ -57,19 +57,6 @@ def _fill(element: str, values: Mapping[str, Any]) -> tuple[str, str | None]:
     return "".join(text for text, _ in pieces), leader
 
 
-def _names(elements: tuple[str, ...]) -> list[str]:
-    return [m[1] for element in elements for m in PLACEHOLDER.finditer(element)]
-
-
-def _advice(option: str | None, element: str) -> str:
-    """How the tools file can let this value start with '-': attached to the option it is the value of,
-    or after a "--" when it is an operand."""
-    if option is None:
-        return f"the tools file can put \"--\" before {element!r} (an operand), or attach it to a literal option"
-    joined = option + element if not option.startswith("--") else f"{option}={element}"
-    return f"the tools file can attach it to its option as one element, {joined!r}, instead of {option!r} {element!r}"
-
-
 def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
     """The argv to execute; raises ArgumentError for an unsafe value. A shell tool's script is fixed.
 
