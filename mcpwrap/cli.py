@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn, Optional
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_CONFIG, EXIT_PENDING = 0, 1, 2, 3, 4
@@ -48,18 +49,22 @@ class _ProgressLine:
 
 
 def _load(file: Path, validated_dir: Path | None = None) -> Any:
-    """Load a tools file; with `validated_dir`, remember files whose schemas passed, by digest."""
+    """Load a tools file, remembering in `validated_dir` (default: the state dir's) files whose
+    schemas passed, by digest and version: the same bytes are not checked again (jsonschema is
+    the largest import there is). `serve --state-dir` passes its own."""
     from mcpwrap import __version__, config
 
+    cache = validated_dir or _state_path(None) / "validated"
+
     def marker(digest: str) -> Path:
-        return validated_dir / f"{digest}-{__version__}"  # type: ignore[operator]
+        return cache / f"{digest}-{__version__}"
 
     try:
-        if validated_dir is None:
-            return config.load(file)
         loaded = config.load(file, lambda digest: marker(digest).exists())
         try:
-            validated_dir.mkdir(parents=True, exist_ok=True)
+            cache.parent.parent.mkdir(parents=True, exist_ok=True)
+            for private in (cache.parent, cache):  # the state dir is the task store's too: 0700 from the start
+                private.mkdir(mode=0o700, exist_ok=True)
             marker(loaded.digest).touch()
         except OSError:
             pass                           # only a cache: a read-only state dir costs start-up time, nothing else
@@ -150,6 +155,61 @@ def _start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | N
     except tasks.TooManyTasks as exc:
         _fail(str(exc), EXIT_TOOL_ERROR)
     return store, record.task_id
+
+
+# The keywords `_plainly_valid` decides; anything else in an argument's schema leaves it to jsonschema.
+_ANNOTATIONS = {"description", "title", "default", "examples", "deprecated", "readOnly", "writeOnly"}
+_PLAIN = _ANNOTATIONS | {"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                         "minLength", "maxLength", "pattern", "items", "minItems", "maxItems"}
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool), "null": lambda v: v is None,
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
+    "array": lambda v: isinstance(v, list), "object": lambda v: isinstance(v, dict)}
+
+
+def _plainly_valid(tool: Any, args: dict[str, Any]) -> bool:
+    """True only when the arguments surely match the tool's inputSchema, judged without jsonschema
+    (the largest import of a `call`) for schemas made of `_PLAIN` keywords. False means "ask
+    jsonschema", which also words the problems; `tests/test_cli_more.py` checks the two agree."""
+    names = {a.name for a in tool.args}
+    return (all(name in names for name in args) and all(a.name in args for a in tool.args if a.required)
+            and all(_fits(a.schema, args[a.name]) for a in tool.args if a.name in args))
+
+
+def _fits(schema: Any, value: Any) -> bool:
+    import re
+
+    if not isinstance(schema, dict) or not schema.keys() <= _PLAIN:
+        return False
+    kinds = schema.get("type", list(_TYPES))
+    number = _TYPES["number"](value)
+    return (all(k in _TYPES for k in ([kinds] if isinstance(kinds, str) else kinds))
+            and any(_TYPES[k](value) for k in ([kinds] if isinstance(kinds, str) else kinds))
+            and ("enum" not in schema or isinstance(schema["enum"], list) and any(_same(e, value) for e in schema["enum"]))
+            and ("const" not in schema or _same(schema["const"], value))
+            and (not number or all(_bound(schema.get(k), value, op) for k, op in _BOUNDS))
+            and (not isinstance(value, str) or (len(value) >= schema.get("minLength", 0)
+                                                and len(value) <= schema.get("maxLength", len(value))
+                                                and ("pattern" not in schema or re.search(schema["pattern"], value) is not None)))
+            and (not isinstance(value, list) or (schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value))
+                                                 and ("items" not in schema or all(_fits(schema["items"], v) for v in value)))))
+
+
+_BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
+    ("minimum", lambda v, b: v >= b), ("maximum", lambda v, b: v <= b),
+    ("exclusiveMinimum", lambda v, b: v > b), ("exclusiveMaximum", lambda v, b: v < b))
+
+
+def _bound(bound: Any, value: Any, op: Callable[[Any, Any], bool]) -> bool:
+    return bound is None or _TYPES["number"](bound) and op(value, bound)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality of scalars (true is not 1; 1 is 1.0); containers are left to jsonschema."""
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        return False
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
 
 
 def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
@@ -300,16 +360,17 @@ def _missing_programs(config: Any) -> list[str]:
     return missing
 
 
-def _check_secret(config: Any, path: Path) -> None:
+def _check_secret(config: Any, secret_file: str | None) -> None:
     """Refuse what `serve` would: a secret file that exists but is unusable, when a tool needs it
     (a question to sign, or a task record to MAC). A missing one `serve` creates."""
     import time
 
+    needs = [t.name for t in config.tools if t.confirm or t.task != "never" or any(a.elicit for a in t.args)]
+    path = Path(option_value(secret_file, "--secret-file", _default_secret_file)) if needs else None
+    if path is None or not os.path.lexists(path):
+        return
     from mcpwrap import signing
 
-    needs = [t.name for t in config.tools if t.confirm or t.task != "never" or any(a.elicit for a in t.args)]
-    if not needs or not os.path.lexists(path):
-        return
     try:
         signing.load_secret(path, time.time())
     except signing.SecretFileError as exc:
@@ -326,330 +387,495 @@ def _self_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "mcpwrap"]
 
 
+# --- the commands: plain functions, called with the parsed values by name ---------------------
+def _serve(file: str, state_dir: str | None, secret_file: str | None, log_level: str | None,
+           max_calls: str | None, max_tasks: str | None, watch: bool) -> NoReturn:
+    raise SystemExit(serve_command(Path(file), state_dir, secret_file, log_level, watch, max_calls, max_tasks))
+
+
+def _init(file: str, force: bool) -> None:
+    from importlib.resources import files
+
+    path = Path(file)
+    if path.exists() and not force:
+        _fail(f"{path} already exists; use --force to overwrite it", EXIT_USAGE)
+    path.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
+    print(f"wrote {path}; next: mcpwrap check {path} && mcpwrap call {path} greet --arg name=you")  # stdout-ok
+
+
+def _check(file: str, strict: bool, secret_file: str | None) -> None:
+    config = _load(Path(file))
+    missing = _missing_programs(config)
+    for problem in missing:
+        print(f"{_colour('mcpwrap:', '1;33')} {'error' if strict else 'warning'}: {problem}", file=sys.stderr)
+    _check_secret(config, secret_file)
+    if missing and strict:
+        raise SystemExit(EXIT_CONFIG)
+    print(f"{file}: ok, {len(config.tools)} tool(s)")  # stdout-ok
+
+
+def _list(file: str, as_json: bool) -> None:
+    config = _load(Path(file))
+    if as_json:
+        _print_json([{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                     for t in config.tools])
+        return
+    for tool in config.tools:
+        print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
+        for arg in tool.args:
+            kind = arg.schema.get("type", "any")
+            kind = " or ".join(kind) if isinstance(kind, list) else kind
+            extra = ("" if arg.required else f" (default {_json_text(arg.schema['default'])})"
+                     if "default" in arg.schema else " (optional)")
+            print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
+
+
+def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: str | None, yes: bool,
+          task: bool, no_wait: bool, state_dir: str | None, secret_file: str | None, as_json: bool) -> NoReturn:
+    import orjson
+    import trio
+
+    from mcpwrap import runner
+    from mcpwrap.validation import argument_problems   # imports jsonschema only when it validates
+
+    if no_wait and not task:
+        _fail("--no-wait goes with --task", EXIT_USAGE)
+    config = _load(Path(file))
+    spec = config.tool(tool)
+    if spec is None:
+        _fail(f"no tool named {tool!r} in {file} (tools: {', '.join(t.name for t in config.tools)})", EXIT_USAGE)
+    try:
+        args = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError as exc:
+        _fail(f"the JSON arguments do not parse: {exc}", EXIT_USAGE)
+    if not isinstance(args, dict):
+        _fail("the JSON arguments must be an object, like '{\"name\": \"value\"}'", EXIT_USAGE)
+    args.update(_typed_arg(spec, a) for a in arg)
+    interactive = sys.stdin.isatty()
+    for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
+        args[missing.name] = _ask(missing)
+    problems = [] if _plainly_valid(spec, args) else argument_problems(spec, args)
+    if problems:
+        _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
+    if spec.confirm and not yes:
+        from mcpwrap.protocol.asking import render_confirm
+
+        question = render_confirm(spec.confirm, runner.with_defaults(spec, args))
+        if not interactive:
+            _fail(f"{tool!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
+        sys.stderr.write(f"{question} [y/N]: ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            _fail("declined; nothing ran", EXIT_TOOL_ERROR)
+    target = Path(output) if output else None
+    if task:
+        store, task_id = _start_task(config, spec, args, state_dir, secret_file)
+        if no_wait:
+            print(task_id)  # stdout-ok
+            raise SystemExit(EXIT_OK)
+        print(f"task {task_id} (mcpwrap tasks show|result|cancel {task_id})", file=sys.stderr)
+        _task_outcome(store, task_id, True, target, as_json)
+    progress = _ProgressLine(tool) if sys.stderr.isatty() and spec.progress else None
+    try:
+        result = trio.run(lambda: runner.run(
+            spec, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
+            on_progress=progress.update if progress else None))
+    except runner.ArgumentError as exc:
+        _fail(f"{exc} (nothing ran)", EXIT_USAGE)
+    if progress:
+        progress.clear()
+    if as_json:
+        _print_json(result.to_json())
+    else:
+        _print_text(_streamed_text(result))
+        _write_binary(result, target)
+    raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
+
+
+def _schema() -> None:
+    from importlib.resources import files
+
+    sys.stdout.write(files("mcpwrap").joinpath("tools-file.schema.json").read_text())  # stdout-ok
+
+
+CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "cursor", "vscode")
+
+
+def _client_config(file: str, client: str, name: str | None, env: list[str], pin_path: bool) -> None:
+    path = Path(file)
+    _load(path)
+    if client not in CLIENT_LAYOUTS:
+        _fail(f"--client must be one of {', '.join(CLIENT_LAYOUTS)} (got {client!r})", EXIT_USAGE)
+    command, args = _self_command()
+    entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(path.resolve())]}
+    pinned = dict(_assignment("--env", text) for text in env)
+    if pin_path:
+        pinned["PATH"] = os.environ.get("PATH", os.defpath)
+    if pinned:
+        entry["env"] = pinned
+    key = name or path.stem
+    stdio = {"type": "stdio", **entry}
+    _print_json({"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
+                 "claude-code": {"mcpServers": {key: stdio}}, "vscode": {"servers": {key: stdio}}}[client])
+
+
+def _secret_path(secret_file: str | None) -> None:
+    print(option_value(secret_file, "--secret-file", _default_secret_file))  # stdout-ok
+
+
+def _secret_init(secret_file: str | None) -> None:
+    import time
+
+    from mcpwrap import signing
+
+    path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
+    try:
+        _, created = signing.init_secret(path, time.time())
+    except signing.SecretFileError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    print(f"{'created' if created else 'ok, already present:'} {path}")  # stdout-ok
+
+
+def _secret_rotate(secret_file: str | None) -> None:
+    import time
+
+    from mcpwrap import signing
+
+    path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
+    try:
+        signing.rotate_secret(path, time.time())
+    except signing.SecretFileError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    print(f"rotated {path}; the previous key verifies for {signing.ROTATION_GRACE_S / 3600:g} more hours")  # stdout-ok
+
+
+def _state_path(state_dir: str | None) -> Path:
+    return Path(option_value(state_dir, "--state-dir", default_state_dir))
+
+
+def _task_store(file: str, state_dir: str | None) -> Any:
+    from mcpwrap import tasks
+
+    return tasks.Store.for_tools_file(_state_path(state_dir), Path(file))
+
+
+def _find_task(where: str, task_id: str | None, state_dir: str | None) -> tuple[Any, str]:
+    """The store holding the task and its id: FILE's store, or the one store under the state dir that has it."""
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import valid_id
+
+    if task_id is not None:
+        return _task_store(where, state_dir), task_id
+    state = _state_path(state_dir)
+    if not valid_id(where):
+        _fail(f"{where!r} is not a task id (ids are 22 or 23 characters of A-Z a-z 0-9 _ -); "
+              "to name a tools file, give the id after it", EXIT_USAGE)
+    stores = [tasks.Store(d / "tasks") for d in sorted(state.iterdir())] if state.is_dir() else []
+    found = next((s for s in stores if s.path(where).exists()), None)
+    if found is None:
+        _fail(f"no task {where!r} in any store under {state}", EXIT_USAGE)
+    return found, where
+
+
+def _tasks_list(file: str, state_dir: str | None, as_json: bool) -> None:
+    from mcpwrap import tasks
+
+    records = sorted(_task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
+    if as_json:
+        _print_json([tasks.public_json(r) for r in records])
+        return
+    if not records:
+        print("no tasks")  # stdout-ok
+        return
+    rows = [["ID", "STATUS", "TOOL", "CREATED", "UPDATED", "MESSAGE"]] + [
+        [r.task_id, tasks.display_status(r), r.tool, tasks.local_time(r.created_at),
+         tasks.local_time(r.updated_at), r.status_message or ""] for r in records]
+    print(tasks.table(rows))  # stdout-ok
+
+
+def _tasks_show(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
+    from mcpwrap import tasks
+
+    store, task_id = _find_task(where, task_id, state_dir)
+    record = _task_record(store, task_id)
+    if as_json:
+        _print_json(tasks.public_json(record))
+    else:
+        print(tasks.describe(record, store))  # stdout-ok
+
+
+def _tasks_result(where: str, task_id: str | None, state_dir: str | None, wait: bool, output: str | None,
+                  as_json: bool) -> NoReturn:
+    store, task_id = _find_task(where, task_id, state_dir)
+    _task_outcome(store, task_id, wait, Path(output) if output else None, as_json)
+
+
+def _tasks_cancel(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
+
+    store, task_id = _find_task(where, task_id, state_dir)
+    try:
+        record = store.cancel(task_id)
+    except TaskLookupError as exc:
+        _no_task(store, task_id, exc.reason)
+    except TaskTerminalError as exc:
+        _fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
+    if as_json:
+        _print_json(tasks.public_json(record))
+    else:
+        print(f"cancelled {task_id}")  # stdout-ok
+
+
+def _tasks_gc(file: str, state_dir: str | None, as_json: bool) -> None:
+    store = _task_store(file, state_dir)
+    removed = store.gc()
+    if as_json:
+        _print_json({"removed": removed, "store": str(store.root)})
+    else:
+        print(f"removed {removed} expired task(s) from {store.root}")  # stdout-ok
+
+
+# --- the command line, declared once: parsed here, and built into a typer app for completion -----
+REQUIRED: Any = ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """A positional (no flags) or an option; an option without a metavar is a flag."""
+    dest: str
+    help: str
+    flags: tuple[str, ...] = ()
+    metavar: str = ""
+    default: Any = None
+    many: bool = False                 # repeatable: values collect in a list
+    off: str = ""                      # the flag's negative form ("--no-watch"); the flag then defaults on
+    hidden: bool = False
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    run: Callable[..., Any]
+    params: tuple[Param, ...] = ()
+    loose: bool = False                # an unknown "-word" is a positional (old task ids start with "-")
+
+
+def _file(help: str = "The tools file (TOML).") -> Param:
+    return Param("file", help, metavar="FILE", default=REQUIRED)
+
+
+def _opt(dest: str, flags: str, help: str, metavar: str = "", **more: Any) -> Param:
+    return Param(dest, help, tuple(flags.split()), metavar, **more)
+
+
+STATE_DIR = _opt("state_dir", "--state-dir", "Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir.", "DIR")
+SECRET_FILE = _opt("secret_file", "--secret-file", "The shared secret file; env MCPWRAP_SECRET_FILE; default: the user config dir.", "PATH")
+AS_JSON = _opt("as_json", "--json", "Print JSON instead of text.")
+WHERE = (Param("where", "The tools file (optional: without it, every store under the state dir is searched), then "
+               "the task id, as `mcpwrap tasks list FILE` shows it.", metavar="[FILE] TASK_ID", default=REQUIRED),
+         Param("task_id", "", metavar="TASK_ID", hidden=True))
+OUTPUT = _opt("output", "--output -o", "Write image/audio/binary content here (default: a temporary file named on stderr).", "PATH")
+
+GROUPS = {(): "Serve a TOML file of shell commands as an MCP server on stdio.",
+          ("secret",): "The shared secret that signs requestState (modern confirmations) and task records.",
+          ("tasks",): "List, show, fetch, cancel and collect durable tasks. Exit status: 0 ok; 1 the task failed, "
+                      "was cancelled or its tool reported an error; 2 usage or unknown task id; 4 the task is "
+                      "still running (`result` without --wait)."}
+COMMANDS: dict[tuple[str, ...], Command] = {
+    ("serve",): Command("Run the MCP server on stdio: MCP messages on stdout, logs on stderr.", _serve, (
+        _file(), STATE_DIR, SECRET_FILE,
+        _opt("log_level", "--log-level", "What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL.", "LEVEL"),
+        _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
+        _opt("max_tasks", "--max-tasks", "Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS.", "N"),
+        _opt("watch", "--watch", "Reload the tools file when it changes (--no-watch: do not).", default=True, off="--no-watch"))),
+    ("init",): Command("Write a commented starter tools file that demonstrates each major feature.", _init, (
+        Param("file", "Where to write the starter tools file.", metavar="[FILE]", default="tools.toml"),
+        _opt("force", "--force", "Overwrite an existing file."))),
+    ("check",): Command("Validate a tools file as `serve` would (problems are printed as FILE:LINE:COL: message), "
+                        "look for each program on PATH, and check the secret file if a tool needs it.", _check, (
+        _file(), _opt("strict", "--strict", "Make a program not found on PATH an error, not a warning."), SECRET_FILE)),
+    ("list",): Command("List the tools, their arguments and the inputSchema each gets.", _list, (
+        _file(), _opt("as_json", "--json", "Print tools and inputSchemas as JSON."))),
+    ("call",): Command("Run one tool the way `serve` would; exit 1 when the result is an error.", _call, (
+        _file(), Param("tool", "The tool to run.", metavar="TOOL", default=REQUIRED),
+        Param("arguments", "Arguments as one JSON object.", metavar="[JSON]"),
+        _opt("arg", "--arg -a", "The raw text for a string argument, JSON for any other type; repeatable.", "NAME=VALUE", many=True),
+        OUTPUT,
+        _opt("yes", "--yes -y", "Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
+        _opt("task", "--task", "Run it as a durable task, as `serve` does for a client: the id goes to stderr, then the outcome as `tasks result --wait` prints it."),
+        _opt("no_wait", "--no-wait", "With --task: print the task id on stdout and return at once."),
+        STATE_DIR, SECRET_FILE, _opt("as_json", "--json", "Print the whole result as JSON."))),
+    ("schema",): Command("Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML).", _schema),
+    ("client-config",): Command("Print the JSON to paste into an MCP client's config for this tools file.", _client_config, (
+        _file(),
+        _opt("client", "--client -c", f"{', '.join(CLIENT_LAYOUTS)} (default claude-desktop).", "CLIENT", default="claude-desktop"),
+        _opt("name", "--name", "The server's key in the config (default: the file's stem).", "NAME"),
+        _opt("env", "--env -e", "Set this variable in the server's environment; repeatable.", "NAME=VALUE", many=True),
+        _opt("pin_path", "--pin-path", "Set the server's PATH to this shell's (desktop hosts start servers with a minimal one)."))),
+    ("secret", "path"): Command("Print where the secret file is (it may not exist yet).", _secret_path, (SECRET_FILE,)),
+    ("secret", "init"): Command("Create the secret file (0600) if it does not exist; check it if it does.", _secret_init, (SECRET_FILE,)),
+    ("secret", "rotate"): Command("Make a new key; the previous one still verifies for 24 hours.", _secret_rotate, (SECRET_FILE,)),
+    ("tasks", "list"): Command("List the tasks of FILE, oldest first.", _tasks_list, (_file(), STATE_DIR, AS_JSON)),
+    ("tasks", "show"): Command("Show one task: status, arguments, progress, supervisor, outcome.", _tasks_show,
+                               (*WHERE, STATE_DIR, AS_JSON), loose=True),
+    ("tasks", "result"): Command("Print a finished task's output like `mcpwrap call` does; exit 1 when it failed.", _tasks_result, (
+        *WHERE, STATE_DIR, _opt("wait", "--wait", "Wait until the task has finished."), OUTPUT, AS_JSON), loose=True),
+    ("tasks", "cancel"): Command("Cancel a running task (its command's process group is killed); exit 1 if it had finished.",
+                                 _tasks_cancel, (*WHERE, STATE_DIR, AS_JSON), loose=True),
+    ("tasks", "gc"): Command("Remove expired tasks (their ttl has passed) and stale leftovers.", _tasks_gc, (_file(), STATE_DIR, AS_JSON)),
+}
+TOP_OPTIONS = (("--version", "Print the version and exit."),
+               ("--install-completion", "Install completion for the current shell."),
+               ("--show-completion", "Show completion for the current shell, to copy it or customize it."),
+               ("--help", "Show this message and exit."))
+
+
+class UsageError(Exception):
+    """A command line that does not fit the declaration; exit status 2, with the usage line."""
+
+
+def parse(command: Command, words: list[str]) -> dict[str, Any]:
+    """The values of `command`'s parameters, by dest, from its words."""
+    values = {p.dest: [] if p.many else p.default for p in command.params}
+    options = {flag: p for p in command.params for flag in (*p.flags, *([p.off] if p.off else []))}
+    positionals = [p for p in command.params if not p.flags]
+    free: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if word == "--":
+            free += rest
+            break
+        if not word.startswith("-") or word == "-":
+            free.append(word)
+            continue
+        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        param = options.get(name)
+        if param is None and not word.startswith("--") and options.get(word[:2], Param("", "")).metavar:
+            param, name, eq, inline = options[word[:2]], word[:2], "=", word[2:]     # -oFILE
+        if param is None:
+            if command.loose:
+                free.append(word)
+                continue
+            raise UsageError(f"No such option: {name}")
+        if not param.metavar:
+            if eq:
+                raise UsageError(f"Option '{name}' does not take a value.")
+            values[param.dest] = name != param.off
+            continue
+        value = inline if eq else next(rest, None)
+        if value is None:
+            raise UsageError(f"Option '{name}' requires an argument.")
+        if param.many:
+            values[param.dest].append(value)
+        else:
+            values[param.dest] = value
+    if len(free) > len(positionals):
+        raise UsageError(f"Got unexpected extra argument ({free[len(positionals)]})")
+    values.update((p.dest, word) for p, word in zip(positionals, free))
+    missing = next((p for p in positionals[len(free):] if p.default is REQUIRED), None)
+    if missing is not None:
+        raise UsageError(f"Missing argument '{missing.metavar}'.")
+    return values
+
+
+def _usage(path: tuple[str, ...]) -> str:
+    command = COMMANDS.get(path)
+    if command is None:
+        return f"mcpwrap {' '.join((*path, 'COMMAND'))} [ARGS]...".replace("  ", " ")
+    shown = [p.metavar for p in command.params if not p.flags and not p.hidden]
+    return " ".join(["mcpwrap", *path, *(["[OPTIONS]"] if any(p.flags for p in command.params) else []), *shown])
+
+
+def _help(path: tuple[str, ...]) -> str:
+    """The --help text, from the same declarations the parser reads."""
+    import shutil
+    import textwrap
+
+    width = min(shutil.get_terminal_size().columns, 100)
+    command = COMMANDS.get(path)
+    rows: list[tuple[str, list[tuple[str, str]]]] = []
+    if command is None:
+        subcommands = [(name[-1], COMMANDS[name].help if name in COMMANDS else GROUPS[name])
+                       for name in [*COMMANDS, *GROUPS] if len(name) == len(path) + 1 and name[:-1] == path]
+        rows = [("Options", list(TOP_OPTIONS if not path else TOP_OPTIONS[-1:])), ("Commands", subcommands)]
+        about = GROUPS[path]
+    else:
+        about = command.help
+        rows = [("Arguments", [(p.metavar, p.help) for p in command.params if not p.flags and not p.hidden]),
+                ("Options", [(", ".join(sorted(p.flags, key=len)) + (f" {p.metavar}" if p.metavar else "")
+                              + (f" / {p.off}" if p.off else ""),
+                              p.help + (f" [default: {p.default}]" if isinstance(p.default, str) else ""))
+                             for p in command.params if p.flags] + [TOP_OPTIONS[-1]])]
+    lines = [f"Usage: {_usage(path)}", "", *textwrap.wrap(about, width, initial_indent="  ", subsequent_indent="  ")]
+    for title, entries in rows:
+        if not entries:
+            continue
+        left = min(max(len(name) for name, _ in entries) + 4, 32)
+        lines += ["", f"{title}:"]
+        for name, text in entries:
+            wrapped = textwrap.wrap(text, max(20, width - left), break_on_hyphens=False) or [""]
+            head = f"  {name}".ljust(left)
+            lines += [head + wrapped[0] if len(head) <= left else f"  {name}",
+                      *([] if len(head) <= left else [" " * left + wrapped[0]]),
+                      *(" " * left + w for w in wrapped[1:])]
+    return "\n".join(lines) + "\n"
+
+
 def build_app() -> Any:
+    """The typer app of the same declarations: shell completion (`--install-completion`) runs on it."""
+    import inspect
+
     import typer
 
-    app = typer.Typer(
-        name="mcpwrap", no_args_is_help=True, add_completion=True,
-        help="Serve a TOML file of shell commands as an MCP server on stdio.")
-    file_arg = typer.Argument(..., exists=False, dir_okay=False, help="The tools file (TOML).")
+    apps: dict[tuple[str, ...], Any] = {(): typer.Typer(name="mcpwrap", no_args_is_help=True, add_completion=True, help=GROUPS[()])}
+    for path, about in GROUPS.items():
+        if path:
+            apps[path] = typer.Typer(name=path[-1], no_args_is_help=True, help=about)
+            apps[()].add_typer(apps[path], name=path[-1])
 
-    def version_callback(value: bool) -> None:
+    def version(value: bool) -> None:
         if value:
-            from mcpwrap import __version__
-
-            print(f"mcpwrap {__version__}")  # stdout-ok
+            _print_version()
             raise typer.Exit()
 
-    @app.callback()
-    def common(version: bool = typer.Option(False, "--version", callback=version_callback,
-                                            is_eager=True, help="Print the version and exit.")) -> None:
+    @apps[()].callback()
+    def common(show_version: bool = typer.Option(False, "--version", callback=version, is_eager=True,
+                                                 help=TOP_OPTIONS[0][1])) -> None:
         """Serve a TOML file of shell commands as an MCP server on stdio."""
 
-    @app.command()
-    def serve(file: Path = file_arg,
-              state_dir: Optional[str] = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir."),
-              secret_file: Optional[str] = typer.Option(None, "--secret-file", help="The shared requestState secret; env MCPWRAP_SECRET_FILE; default: the user config dir."),
-              log_level: Optional[str] = typer.Option(None, "--log-level", help="What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL."),
-              max_calls: Optional[str] = typer.Option(None, "--max-calls", help="Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS."),
-              max_tasks: Optional[str] = typer.Option(None, "--max-tasks", help="Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS."),
-              watch: bool = typer.Option(True, "--watch/--no-watch", help="Reload the tools file when it changes.")) -> None:
-        """Run the MCP server on stdio: MCP messages on stdout, logs on stderr."""
-        raise SystemExit(serve_command(file, state_dir, secret_file, log_level, watch, max_calls, max_tasks))
+    for path, command in COMMANDS.items():
+        params = []
+        for p in command.params:
+            if not p.flags:
+                info = typer.Argument(p.default, metavar=p.metavar, help=p.help or None, hidden=p.hidden)
+                kind: Any = str if p.default is REQUIRED else Optional[str]
+            else:
+                names = [f"{p.flags[0]}/{p.off}" if p.off else p.flags[0], *p.flags[1:]]
+                kind = bool if not p.metavar else list[str] if p.many else Optional[str]
+                info = typer.Option([] if p.many else p.default if p.metavar or p.off else False, *names,
+                                    help=p.help, metavar=p.metavar or None)
+            params.append(inspect.Parameter(p.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=info, annotation=kind))
 
-    @app.command()
-    def init(file: Path = typer.Argument(Path("tools.toml"), help="Where to write the starter tools file."),
-             force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
-        """Write a commented starter tools file that demonstrates each major feature."""
-        from importlib.resources import files
+        apps[path[:-1]].command(path[-1], context_settings={"ignore_unknown_options": command.loose})(
+            _typer_callback(command, inspect.Signature(params)))
+    return apps[()]
 
-        if file.exists() and not force:
-            _fail(f"{file} already exists; use --force to overwrite it", EXIT_USAGE)
-        file.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
-        print(f"wrote {file}; next: mcpwrap check {file} && mcpwrap call {file} greet --arg name=you")  # stdout-ok
 
-    @app.command()
-    def check(file: Path = file_arg,
-              strict: bool = typer.Option(False, "--strict", help="Make a program not found on PATH an error, not a warning."),
-              secret_file: Optional[str] = typer.Option(None, "--secret-file", help="The secret file `serve` would use; env MCPWRAP_SECRET_FILE; default: the user config dir.")) -> None:
-        """Validate a tools file as `serve` would, and look for each program on PATH.
+def _typer_callback(command: Command, signature: Any) -> Callable[..., None]:
+    """A function typer reads as `command` (by its signature) and that runs it."""
+    def callback(**values: Any) -> None:
+        command.run(**values)
 
-        Problems are printed as FILE:LINE:COL: message.
-        """
-        config = _load(file)
-        missing = _missing_programs(config)
-        for problem in missing:
-            print(f"{_colour('mcpwrap:', '1;33')} {'error' if strict else 'warning'}: {problem}", file=sys.stderr)
-        _check_secret(config, Path(option_value(secret_file, "--secret-file", _default_secret_file)))
-        if missing and strict:
-            raise SystemExit(EXIT_CONFIG)
-        print(f"{file}: ok, {len(config.tools)} tool(s)")  # stdout-ok
+    callback.__signature__ = signature  # type: ignore[attr-defined]
+    callback.__doc__ = command.help
+    return callback
 
-    @app.command("list")
-    def list_tools(file: Path = file_arg,
-                   as_json: bool = typer.Option(False, "--json", help="Print tools and inputSchemas as JSON.")) -> None:
-        """List the tools, their arguments and the inputSchema each gets."""
-        config = _load(file)
-        if as_json:
-            doc = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-                   for t in config.tools]
-            _print_json(doc)
-            return
-        for tool in config.tools:
-            print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
-            for arg in tool.args:
-                kind = arg.schema.get("type", "any")
-                kind = " or ".join(kind) if isinstance(kind, list) else kind
-                extra = "" if arg.required else f" (default {_json_text(arg.schema['default'])})" if "default" in arg.schema else " (optional)"
-                print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
 
-    @app.command()
-    def call(file: Path = file_arg,
-             tool: str = typer.Argument(..., help="The tool to run."),
-             arguments: Optional[str] = typer.Argument(None, help="Arguments as one JSON object."),
-             arg: list[str] = typer.Option([], "--arg", "-a", help="NAME=VALUE: the raw text for a string argument, JSON for any other type; repeatable."),
-             output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write image/audio/binary content here (default: a temporary file named on stderr)."),
-             yes: bool = typer.Option(False, "--yes", "-y", help="Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
-             task: bool = typer.Option(False, "--task", help="Run it as a durable task (as `serve` does for a client): the id goes to stderr, then its result, as `tasks result --wait` prints it."),
-             no_wait: bool = typer.Option(False, "--no-wait", help="With --task: print the task id on stdout and return at once."),
-             state_dir: Optional[str] = typer.Option(None, "--state-dir", help="With --task: where the task record lives; env MCPWRAP_STATE_DIR."),
-             secret_file: Optional[str] = typer.Option(None, "--secret-file", help="With --task: the secret that signs the record; env MCPWRAP_SECRET_FILE."),
-             as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON.")) -> None:
-        """Run one tool the way `serve` would; exit 1 when the result is an error."""
-        import orjson
-        import trio
+def _print_version() -> None:
+    from mcpwrap import __version__
 
-        from mcpwrap import runner
-        from mcpwrap.protocol.asking import render_confirm
-        from mcpwrap.validation import argument_problems
-
-        config = _load(file)
-        spec = config.tool(tool)
-        if spec is None:
-            _fail(f"no tool named {tool!r} in {file} (tools: {', '.join(t.name for t in config.tools)})", EXIT_USAGE)
-        try:
-            args = orjson.loads(arguments) if arguments else {}
-        except orjson.JSONDecodeError as exc:
-            _fail(f"the JSON arguments do not parse: {exc}", EXIT_USAGE)
-        if not isinstance(args, dict):
-            _fail("the JSON arguments must be an object, like '{\"name\": \"value\"}'", EXIT_USAGE)
-        args.update(_typed_arg(spec, a) for a in arg)
-        interactive = sys.stdin.isatty()
-        for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
-            args[missing.name] = _ask(missing)
-        problems = argument_problems(spec, args)
-        if problems:
-            _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
-        if spec.confirm and not yes:
-            question = render_confirm(spec.confirm, runner.with_defaults(spec, args))
-            if not interactive:
-                _fail(f"{tool!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
-            if not typer.confirm(question, default=False, err=True):
-                _fail("declined; nothing ran", EXIT_TOOL_ERROR)
-        if no_wait and not task:
-            _fail("--no-wait goes with --task", EXIT_USAGE)
-        if task:
-            store, task_id = _start_task(config, spec, args, state_dir, secret_file)
-            if no_wait:
-                print(task_id)  # stdout-ok
-                raise SystemExit(EXIT_OK)
-            print(f"task {task_id} (mcpwrap tasks show|result|cancel {task_id})", file=sys.stderr)
-            _task_outcome(store, task_id, True, output, as_json)
-        progress = _ProgressLine(tool) if sys.stderr.isatty() and spec.progress else None
-        try:
-            result = trio.run(lambda: runner.run(
-                spec, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
-                on_progress=progress.update if progress else None))
-        except runner.ArgumentError as exc:
-            _fail(f"{exc} (nothing ran)", EXIT_USAGE)
-        if progress:
-            progress.clear()
-        if as_json:
-            _print_json(result.to_json())
-        else:
-            _print_text(_streamed_text(result))
-            _write_binary(result, output)
-        raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
-
-    @app.command()
-    def schema() -> None:
-        """Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML)."""
-        from importlib.resources import files
-
-        sys.stdout.write(files("mcpwrap").joinpath("tools-file.schema.json").read_text())  # stdout-ok
-
-    @app.command("client-config")
-    def client_config(file: Path = file_arg,
-                      client: str = typer.Option("claude-desktop", "--client", "-c",
-                                                 help="claude-desktop, claude-code, cursor or vscode."),
-                      name: Optional[str] = typer.Option(None, "--name", help="The server's key in the config (default: the file's stem)."),
-                      env: list[str] = typer.Option([], "--env", "-e", help="NAME=VALUE set in the server's environment; repeatable."),
-                      pin_path: bool = typer.Option(False, "--pin-path", help="Set the server's PATH to this shell's (GUI hosts start servers with a minimal one).")) -> None:
-        """Print the JSON to paste into an MCP client's config for this tools file."""
-        _load(file)
-        command, args = _self_command()
-        entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(file.resolve())]}
-        pinned = dict(_assignment("--env", text) for text in env)
-        if pin_path:
-            pinned["PATH"] = os.environ.get("PATH", os.defpath)
-        if pinned:
-            entry["env"] = pinned
-        key = name or file.stem
-        layouts = {"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
-                   "claude-code": {"mcpServers": {key: {"type": "stdio", **entry}}},
-                   "vscode": {"servers": {key: {"type": "stdio", **entry}}}}
-        if client not in layouts:
-            _fail(f"--client must be one of {', '.join(layouts)} (got {client!r})", EXIT_USAGE)
-        _print_json(layouts[client])
-
-    secret_app = typer.Typer(help="The shared secret that signs requestState (modern confirmations).",
-                             no_args_is_help=True)
-    app.add_typer(secret_app, name="secret")
-    secret_opt = typer.Option(None, "--secret-file", help="The secret file; env MCPWRAP_SECRET_FILE; default: the user config dir.")
-
-    @secret_app.command("path")
-    def secret_path(secret_file: Optional[str] = secret_opt) -> None:
-        """Print where the secret file is (it may not exist yet)."""
-        print(option_value(secret_file, "--secret-file", _default_secret_file))  # stdout-ok
-
-    @secret_app.command("init")
-    def secret_init(secret_file: Optional[str] = secret_opt) -> None:
-        """Create the secret file (0600) if it does not exist; check it if it does."""
-        import time
-
-        from mcpwrap import signing
-
-        path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
-        try:
-            _, created = signing.init_secret(path, time.time())
-        except signing.SecretFileError as exc:
-            _fail(str(exc), EXIT_CONFIG)
-        print(f"{'created' if created else 'ok, already present:'} {path}")  # stdout-ok
-
-    @secret_app.command("rotate")
-    def secret_rotate(secret_file: Optional[str] = secret_opt) -> None:
-        """Make a new key; the previous one still verifies requestState for 24 hours."""
-        import time
-
-        from mcpwrap import signing
-
-        path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
-        try:
-            signing.rotate_secret(path, time.time())
-        except signing.SecretFileError as exc:
-            _fail(str(exc), EXIT_CONFIG)
-        print(f"rotated {path}; the previous key verifies for {signing.ROTATION_GRACE_S / 3600:g} more hours")  # stdout-ok
-
-    # --- mcpwrap tasks ...: the durable task store of one tools file ------------------------
-    tasks_app = typer.Typer(name="tasks", no_args_is_help=True, help=(
-        "List, show, fetch, cancel and collect the durable tasks of a tools file. Exit status: 0 ok; "
-        "1 the task failed, was cancelled or its tool reported an error; 2 usage or unknown task id; "
-        "4 the task is still running (`result` without --wait)."))
-    app.add_typer(tasks_app)
-    state_opt = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir.")
-    json_opt = typer.Option(False, "--json", help="Print JSON instead of text.")
-    # `[FILE] ID`: two positionals, the second optional; an id alone is looked up in every store.
-    where_arg = typer.Argument(..., metavar="[FILE] TASK_ID", show_default=False,
-                               help="The tools file (optional: without it, every store in the state dir is searched) "
-                                    "and a task id as `mcpwrap tasks list FILE` shows it.")
-    id_arg = typer.Argument(None, hidden=True)
-    # Old ids may start with "-": an option this command does not know is read as a positional.
-    loose = {"ignore_unknown_options": True}
-
-    def state_path(state_dir: Optional[str]) -> Path:
-        return Path(option_value(state_dir, "--state-dir", default_state_dir))
-
-    def task_store(file: Path, state_dir: Optional[str]) -> Any:
-        from mcpwrap import tasks
-
-        return tasks.Store.for_tools_file(state_path(state_dir), file)
-
-    def find_task(where: str, task_id: Optional[str], state_dir: Optional[str]) -> tuple[Any, str]:
-        """The store holding the task and its id: FILE's store, or the one store under the state dir that has it."""
-        from mcpwrap import tasks
-        from mcpwrap.protocol.tasking import valid_id
-
-        if task_id is not None:
-            return task_store(Path(where), state_dir), task_id
-        state = state_path(state_dir)
-        if not valid_id(where):
-            _fail(f"{where!r} is not a task id (ids are 22 or 23 characters of A-Z a-z 0-9 _ -); "
-                  "to name a tools file, give the id after it", EXIT_USAGE)
-        stores = [tasks.Store(d / "tasks") for d in sorted(state.iterdir())] if state.is_dir() else []
-        found = next((s for s in stores if s.path(where).exists()), None)
-        if found is None:
-            _fail(f"no task {where!r} in any store under {state}", EXIT_USAGE)
-        return found, where
-
-    @tasks_app.command("list")
-    def tasks_list(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
-        """List the tasks of FILE, oldest first."""
-        from mcpwrap import tasks
-
-        records = sorted(task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
-        if as_json:
-            _print_json([tasks.public_json(r) for r in records])
-            return
-        if not records:
-            print("no tasks")  # stdout-ok
-            return
-        rows = [["ID", "STATUS", "TOOL", "CREATED", "UPDATED", "MESSAGE"]] + [
-            [r.task_id, tasks.display_status(r), r.tool, tasks.local_time(r.created_at),
-             tasks.local_time(r.updated_at), r.status_message or ""] for r in records]
-        print(tasks.table(rows))  # stdout-ok
-
-    @tasks_app.command("show", context_settings=loose)
-    def tasks_show(where: str = where_arg, task_id: Optional[str] = id_arg, state_dir: Optional[str] = state_opt,
-                   as_json: bool = json_opt) -> None:
-        """Show one task: status, arguments, progress, supervisor, outcome."""
-        from mcpwrap import tasks
-
-        store, task_id = find_task(where, task_id, state_dir)
-        record = _task_record(store, task_id)
-        if as_json:
-            _print_json(tasks.public_json(record))
-        else:
-            print(tasks.describe(record, store))  # stdout-ok
-
-    @tasks_app.command("result", context_settings=loose)
-    def tasks_result(where: str = where_arg, task_id: Optional[str] = id_arg, state_dir: Optional[str] = state_opt,
-                     wait: bool = typer.Option(False, "--wait", help="Wait until the task has finished."),
-                     output: Optional[Path] = typer.Option(None, "--output", help="Write image/audio/binary content here (default: a temporary file named on stderr)."),
-                     as_json: bool = json_opt) -> None:
-        """Print a finished task's output like `mcpwrap call` does; exit 1 when it failed."""
-        store, task_id = find_task(where, task_id, state_dir)
-        _task_outcome(store, task_id, wait, output, as_json)
-
-    @tasks_app.command("cancel", context_settings=loose)
-    def tasks_cancel(where: str = where_arg, task_id: Optional[str] = id_arg, state_dir: Optional[str] = state_opt,
-                     as_json: bool = json_opt) -> None:
-        """Cancel a running task (its command's process group is killed); exit 1 if it had finished."""
-        from mcpwrap import tasks
-        from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
-
-        store, task_id = find_task(where, task_id, state_dir)
-        try:
-            record = store.cancel(task_id)
-        except TaskLookupError as exc:
-            _no_task(store, task_id, exc.reason)
-        except TaskTerminalError as exc:
-            _fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
-        if as_json:
-            _print_json(tasks.public_json(record))
-        else:
-            print(f"cancelled {task_id}")  # stdout-ok
-
-    @tasks_app.command("gc")
-    def tasks_gc(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
-        """Remove expired tasks (their ttl has passed) and stale leftovers."""
-        store = task_store(file, state_dir)
-        removed = store.gc()
-        if as_json:
-            _print_json({"removed": removed, "store": str(store.root)})
-        else:
-            print(f"removed {removed} expired task(s) from {store.root}")  # stdout-ok
-
-    return app
+    print(f"mcpwrap {__version__}")  # stdout-ok
 
 
 SERVE_OPTIONS = {"--state-dir": "MCPWRAP_STATE_DIR", "--secret-file": "MCPWRAP_SECRET_FILE",
@@ -664,6 +890,10 @@ def _default_secret_file() -> Path:
 
 
 def default_state_dir() -> Path:
+    """platformdirs' user state dir; on Linux its XDG rule is written out here, because importing
+    platformdirs costs more than every other step of `mcpwrap list`."""
+    if sys.platform == "linux":
+        return Path(os.environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")) / "mcpwrap"
     import platformdirs
 
     return platformdirs.user_state_path("mcpwrap")
@@ -706,46 +936,53 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
         _fail(str(exc), EXIT_CONFIG)
 
 
-def _fast_serve(argv: list[str]) -> int | None:
-    """`serve FILE [--state-dir D] [--secret-file F] [--log-level L] [--max-calls N] [--max-tasks N] [--no-watch]`
-    without typer.
-
-    Returns None when the command line needs typer (help, completion, an unknown flag).
-    """
-    values: dict[str, str | None] = dict.fromkeys(SERVE_OPTIONS)
-    files: list[str] = []
-    watch = True
-    rest = iter(argv)
-    for word in rest:
-        name, eq, inline = word.partition("=")
-        if name in SERVE_OPTIONS:
-            values[name] = inline if eq else next(rest, None)
-            if values[name] is None:
-                return None
-        elif word == "--no-watch":
-            watch = False
-        elif word.startswith("-"):
-            return None
-        else:
-            files.append(word)
-    if len(files) != 1:
-        return None
-    return serve_command(Path(files[0]), values["--state-dir"], values["--secret-file"],
-                         values["--log-level"], watch, values["--max-calls"], values["--max-tasks"])
-
-
 def main() -> None:
+    """Dispatch on the declarations above; typer is imported only for shell completion."""
     argv = sys.argv[1:]
-    if argv[:1] == ["serve"]:
-        code = _fast_serve(argv[1:])
-        if code is not None:
-            raise SystemExit(code)
-    from mcpwrap.durable import UnsafePathError
-
-    try:
+    if os.environ.get("_MCPWRAP_COMPLETE") or argv[:1] in (["--install-completion"], ["--show-completion"]):
         build_app()(prog_name="mcpwrap")
-    except UnsafePathError as exc:        # the task store (or a file in it) is not private to us
-        _fail(str(exc), EXIT_CONFIG)
+        return
+    path: tuple[str, ...] = ()
+    while path in GROUPS and argv and not argv[0].startswith("-"):
+        if path + (argv[0],) not in COMMANDS and path + (argv[0],) not in GROUPS:
+            _usage_error(path, f"No such command '{argv[0]}'.")
+        path, argv = path + (argv[0],), argv[1:]
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    command = COMMANDS.get(path)
+    if command is None:
+        if path == () and words[:1] == ["--version"]:
+            _print_version()
+        elif "--help" in words:
+            sys.stdout.write(_help(path))  # stdout-ok
+        elif not argv:                    # a bare group: what it has, and a usage status
+            sys.stderr.write(_help(path))
+            raise SystemExit(EXIT_USAGE)
+        else:
+            _usage_error(path, f"No such option: {argv[0]}")
+        return
+    if "--help" in words:
+        sys.stdout.write(_help(path))  # stdout-ok
+        return
+    try:
+        values = parse(command, argv)
+    except UsageError as exc:
+        _usage_error(path, str(exc))
+    try:
+        command.run(**values)
+    except Exception as exc:
+        from mcpwrap.durable import UnsafePathError   # here: only a failure pays for the import
+
+        if isinstance(exc, UnsafePathError):          # the task store (or a file in it) is not private to us
+            _fail(str(exc), EXIT_CONFIG)
+        raise
+
+
+def _usage_error(path: tuple[str, ...], message: str) -> NoReturn:
+    """As click words it: the usage line, where help is, and what is wrong; exit status 2."""
+    sys.stderr.write(f"Usage: {_usage(path)}\nTry '{' '.join(('mcpwrap', *path, '--help'))}' for help.\n")
+    if message:
+        sys.stderr.write(f"\nError: {message}\n")
+    raise SystemExit(EXIT_USAGE)
 
 
 if __name__ == "__main__":

@@ -7,12 +7,17 @@ import base64
 import json
 import os
 import pty
+import re
 import select
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from mcpwrap import tasks
 from tests.harness import HANG_S, mcpwrap_cmd
@@ -245,3 +250,123 @@ def test_the_prompt_for_an_elicited_argument_shows_allowed_values_and_asks_again
         term.expect(b"to prod x2")
     finally:
         assert term.close() == 0
+
+
+def test_the_default_state_dir_is_platformdirs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import platformdirs
+
+    from mcpwrap.cli import default_state_dir
+
+    for xdg in (None, "/x/state", "  "):
+        if xdg is None:
+            monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+        else:
+            monkeypatch.setenv("XDG_STATE_HOME", xdg)
+        assert default_state_dir() == platformdirs.user_state_path("mcpwrap")
+
+
+# --- start-up: what the shell commands import, and the jsonschema-free check of plain arguments ---------
+IMPORTS = """
+import runpy, sys
+sys.argv = ["mcpwrap", *sys.argv[1:]]
+try:
+    runpy.run_module("mcpwrap", run_name="__main__")
+except SystemExit:
+    pass
+print(" ".join(m for m in ("typer", "click", "pydantic", "jsonschema", "platformdirs") if m in sys.modules), file=sys.stderr)
+"""
+
+
+def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string", maxLength = 9 }\n')
+    env = {**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state")}
+
+    def imported(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-c", IMPORTS, *args], capture_output=True, text=True,
+                              timeout=HANG_S, env=env)
+        return done.stderr.splitlines()[-1]
+
+    assert imported("check", str(tools)) == "jsonschema"                 # the first sight of these bytes
+    for words in (["check", str(tools)], ["list", str(tools)], ["call", str(tools), "echo", "-a", "text=hi"],
+                  ["tasks", "list", str(tools)], ["call", "--help"]):
+        assert imported(*words) == "", words
+    assert imported("call", str(tools), "echo", "-a", "text=far too long") == "jsonschema"   # it words the problem
+    refused = run("call", str(tools), "echo", "-a", "text=far too long", env=env)
+    assert refused.returncode == 2 and "'far too long' is too long" in refused.stderr
+
+
+scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.5, 1.0, -2.0, 2.5]) | st.text("ab0-", max_size=4)
+json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
+type_names = st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "null"])
+bounds = st.integers(-2, 2) | st.sampled_from([0.5, -1.5])
+
+
+def plain_schemas(items: bool = True) -> st.SearchStrategy[dict[str, Any]]:
+    keywords: dict[str, st.SearchStrategy[Any]] = {
+        "type": type_names | st.lists(type_names, min_size=1, max_size=2, unique=True),
+        "enum": st.lists(scalars, min_size=1, max_size=3), "const": scalars,
+        "minimum": bounds, "maximum": bounds, "exclusiveMinimum": bounds, "exclusiveMaximum": bounds,
+        "minLength": st.integers(0, 3), "maxLength": st.integers(0, 3), "pattern": st.sampled_from(["^a", "b$", "[0-9]", "^-"]),
+        "minItems": st.integers(0, 2), "maxItems": st.integers(0, 2), "description": st.just("d"), "default": scalars}
+    if items:
+        keywords["items"] = plain_schemas(items=False)
+    # A few keywords at a time, so that values pass as often as they fail.
+    return st.lists(st.sampled_from(sorted(keywords)), max_size=3, unique=True).flatmap(
+        lambda chosen: st.fixed_dictionaries({k: keywords[k] for k in chosen}))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(plain_schemas(), json_values)
+@example({"type": "integer"}, 1.0)            # JSON Schema's integer includes 1.0, but never true
+@example({"type": ["integer", "null"]}, True)
+@example({"type": "number"}, False)
+@example({"enum": [True, "a"]}, 1)            # true is not 1, 0 is not false, 1 is 1.0
+@example({"const": 0}, False)
+@example({"enum": [1]}, 1.0)
+@example({"minimum": 1}, True)                # a bound judges numbers only
+@example({"maxLength": 1, "items": {"type": "string"}}, ["ab"])
+def test_the_plain_check_agrees_with_jsonschema(schema: dict[str, Any], value: Any) -> None:
+    from jsonschema import Draft202012Validator
+
+    from mcpwrap.cli import _fits
+
+    validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    assert _fits(schema, value) == validator.is_valid(value), (schema, value)
+
+
+@given(json_values)
+def test_the_plain_check_leaves_other_keywords_to_jsonschema(value: Any) -> None:
+    from mcpwrap.cli import _fits
+
+    for schema in ({"format": "date"}, {"anyOf": [{}]}, {"enum": [[1]]}, {"multipleOf": 2}, {"type": "float"}):
+        assert not _fits(schema, value)
+    assert not _fits({"items": True}, [value])
+
+
+def test_help_shows_metavars_not_python_types() -> None:
+    shown = run("call", "--help", env={"COLUMNS": "100"})
+    assert shown.returncode == 0 and shown.stdout.startswith("Usage: mcpwrap call [OPTIONS] FILE TOOL [JSON]\n")
+    assert "-a, --arg NAME=VALUE" in shown.stdout and "-o, --output PATH" in shown.stdout
+    for path in (["serve"], ["check"], ["list"], ["call"], ["tasks", "result"], ["client-config"], ["secret", "init"], []):
+        text = run(*path, "--help").stdout
+        assert text.startswith("Usage: mcpwrap") and not re.search(r"<(bool|str|path|file|list\[str\]|int)>|\{file\}", text), text
+    assert "Usage: mcpwrap tasks result [OPTIONS] [FILE] TASK_ID\n" in run("tasks", "result", "--help").stdout
+    assert "--watch / --no-watch" in run("serve", "--help").stdout
+
+
+def test_usage_errors_say_what_and_exit_2(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string" }\n')
+    for words, error in ((["call"], "Missing argument 'FILE'."), (["call", str(tools)], "Missing argument 'TOOL'."),
+                         (["call", str(tools), "echo", "--nope"], "No such option: --nope"),
+                         (["call", str(tools), "echo", "{}", "extra"], "Got unexpected extra argument (extra)"),
+                         (["call", str(tools), "echo", "--arg"], "Option '--arg' requires an argument."),
+                         (["call", str(tools), "echo", "--json=yes"], "Option '--json' does not take a value."),
+                         (["nope"], "No such command 'nope'."), (["tasks", "nope"], "No such command 'nope'.")):
+        done = run(*words)
+        assert done.returncode == 2 and done.stdout == "" and done.stderr.endswith(f"\nError: {error}\n"), (words, done.stderr)
+    attached = run("call", str(tools), "echo", "-atext=x y", "--", "{}")        # -aVALUE, and -- ends the options
+    assert (attached.returncode, attached.stdout) == (0, "x y\n"), attached.stderr
+    bare = run("tasks")
+    assert bare.returncode == 2 and "Commands:" in bare.stderr and "result" in bare.stderr
