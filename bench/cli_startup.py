@@ -7,8 +7,8 @@ Each command runs `--runs` times as the `mcpwrap` script next to this interprete
 `<this interpreter> -m mcpwrap`), the floor as `<this interpreter> -c "import trio"`; the runs of all commands are interleaved in a shuffled
 order, so background load hits floor and commands alike. Before timing, each command runs
 once untimed: a first run writes the tools file's validation marker under the state dir (as
-`serve`'s first start does) and compiles bytecode (PYTHONDONTWRITEBYTECODE is dropped: an
-installed package has its bytecode, and compiling every module on every run is not start-up). `call` runs a real `echo` with one
+`serve`'s first start does) and compiles bytecode (PYTHONDONTWRITEBYTECODE and MCPWRAP_* are
+dropped from the environment: an installed package has its bytecode). `call` runs a real `echo` with one
 argument, so it pays for argument validation and a process spawn. Prints a table (median,
 p95, median / floor median) and one JSON line; exit 1 when a ratio is above the target (1.3).
 """
@@ -42,8 +42,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mcpwrap-bench-cli-") as tmp:
         tools, state = Path(tmp) / "tools.toml", Path(tmp) / "state"
         tools.write_text(TOOLS)
-        env = {**os.environ, "MCPWRAP_STATE_DIR": str(state), "NO_COLOR": "1"}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)    # as installed: bytecode compiled once, not per run
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCPWRAP_") and k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(MCPWRAP_STATE_DIR=str(state), NO_COLOR="1")   # (bytecode as an installed package has it)
         script = Path(sys.executable).parent / "mcpwrap"     # what a shell runs; `-m` would add runpy
         mcpwrap = [str(script)] if script.exists() else [sys.executable, "-m", "mcpwrap"]
         commands = {
@@ -55,13 +55,13 @@ def main() -> int:
             "--help": [*mcpwrap, "call", "--help"],
         }
         for argv in commands.values():
-            subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            subprocess.run(argv, env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         order = [name for name in commands for _ in range(runs)]
         random.shuffle(order)
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for name in order:
             started = time.perf_counter()
-            subprocess.run(commands[name], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            subprocess.run(commands[name], env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
             samples[name].append((time.perf_counter() - started) * 1000)
     floor = statistics.median(samples["floor: import trio"])
     rows = {name: {"median_ms": round(statistics.median(s), 1),

@@ -1,7 +1,10 @@
-"""The typer CLI: resolves paths and options, calls plain functions, maps errors to exit codes.
+"""The CLI: resolves paths and options, calls plain functions, maps errors to exit codes.
 
-`mcpwrap serve` is dispatched before typer is imported (see `main`): an MCP
-host starts it for every session, so its start-up time is the product.
+Every command and option is declared once, in COMMANDS; `main` parses argv and
+writes --help from it, and `build_app` turns it into a typer app for shell
+completion only. Start-up time is the product (an MCP host starts `serve` for
+every session, and a shell user waits on `call`), so nothing heavy is imported
+at the top: not typer (with pydantic), not jsonschema, not platformdirs.
 """
 
 from __future__ import annotations
@@ -709,7 +712,7 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("schema",): Command("Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML).", _schema),
     ("client-config",): Command("Print the JSON to paste into an MCP client's config for this tools file.", _client_config, (
         _file(),
-        _opt("client", "--client -c", f"{', '.join(CLIENT_LAYOUTS)} (default claude-desktop).", "CLIENT", default="claude-desktop"),
+        _opt("client", "--client -c", f"{', '.join(CLIENT_LAYOUTS[:-1])} or {CLIENT_LAYOUTS[-1]}.", "CLIENT", default="claude-desktop"),
         _opt("name", "--name", "The server's key in the config (default: the file's stem).", "NAME"),
         _opt("env", "--env -e", "Set this variable in the server's environment; repeatable.", "NAME=VALUE", many=True),
         _opt("pin_path", "--pin-path", "Set the server's PATH to this shell's (desktop hosts start servers with a minimal one)."))),
@@ -814,11 +817,12 @@ def _help(path: tuple[str, ...]) -> str:
         left = min(max(len(name) for name, _ in entries) + 4, 32)
         lines += ["", f"{title}:"]
         for name, text in entries:
-            wrapped = textwrap.wrap(text, max(20, width - left), break_on_hyphens=False) or [""]
-            head = f"  {name}".ljust(left)
-            lines += [head + wrapped[0] if len(head) <= left else f"  {name}",
-                      *([] if len(head) <= left else [" " * left + wrapped[0]]),
-                      *(" " * left + w for w in wrapped[1:])]
+            wrapped = [" " * left + w for w in textwrap.wrap(text, max(20, width - left), break_on_hyphens=False)]
+            if len(name) + 4 <= left and wrapped:         # the help starts on the name's line
+                wrapped[0] = f"  {name}".ljust(left) + wrapped[0][left:]
+            else:
+                lines.append(f"  {name}")
+            lines += wrapped
     return "\n".join(lines) + "\n"
 
 
