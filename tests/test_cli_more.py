@@ -370,3 +370,18 @@ def test_usage_errors_say_what_and_exit_2(tmp_path: Path) -> None:
     assert (attached.returncode, attached.stdout) == (0, "x y\n"), attached.stderr
     bare = run("tasks")
     assert bare.returncode == 2 and "Commands:" in bare.stderr and "result" in bare.stderr
+
+
+def test_the_confirmation_on_a_terminal_runs_only_on_yes(tmp_path: Path) -> None:
+    """A guard for the prompt that replaced typer.confirm when typer left the call path."""
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.rm]\ncommand = ["echo", "removed {what}"]\nconfirm = "Remove {what}?"\n'
+                     'args.what = { type = "string" }\n')
+    for answer, code, shown in ((b"\n", 1, b"declined; nothing ran"), (b"y\n", 0, b"removed it")):
+        term = Terminal(mcpwrap_cmd("call", str(tools), "rm", "-a", "what=it"))
+        try:
+            term.expect(b"Remove it? [y/N]: ")
+            term.send(answer)
+            term.expect(shown)
+        finally:
+            assert term.close() == code
