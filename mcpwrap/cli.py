@@ -973,6 +973,9 @@ def main() -> None:
         _usage_error(path, str(exc))
     try:
         command.run(**values)
+    except BrokenPipeError:               # the reader left (`| head`): stop quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nor complain at exit's flush
+        raise SystemExit(EXIT_TOOL_ERROR) from None
     except Exception as exc:
         from mcpwrap.durable import UnsafePathError   # here: only a failure pays for the import
 

@@ -385,3 +385,15 @@ def test_the_confirmation_on_a_terminal_runs_only_on_yes(tmp_path: Path) -> None
             term.expect(shown)
         finally:
             assert term.close() == code
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.a]\ncommand = ["true"]\n')
+    read, write = os.pipe()
+    os.close(read)                        # gone before the first write: that write fails with EPIPE
+    try:
+        done = subprocess.run(mcpwrap_cmd("list", str(tools)), stdout=write, stderr=subprocess.PIPE, timeout=HANG_S)
+    finally:
+        os.close(write)
+    assert done.returncode == 1 and done.stderr == b"", done.stderr
