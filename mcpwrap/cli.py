@@ -973,6 +973,11 @@ def main() -> None:
         _usage_error(path, str(exc))
     try:
         command.run(**values)
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:   # Ctrl-C, raised alone or out of a trio nursery
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is None:
+            raise
+        print(file=sys.stderr)            # what ran was stopped on the way out (the runner kills its group)
+        _fail("interrupted", 128 + 2)
     except BrokenPipeError:               # the reader left (`| head`): stop quietly, as `cat` does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nor complain at exit's flush
         raise SystemExit(EXIT_TOOL_ERROR) from None

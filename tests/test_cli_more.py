@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -397,3 +398,15 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
     finally:
         os.close(write)
     assert done.returncode == 1 and done.stderr == b"", done.stderr
+
+
+def test_ctrl_c_on_a_call_stops_it_without_a_traceback(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.wait]\nshell = "echo waiting >&2; exec sleep 600"\n')
+    term = Terminal(mcpwrap_cmd("call", str(tools), "wait"))
+    try:
+        term.expect(b"waiting")
+        os.kill(term.proc.pid, signal.SIGINT)        # what Ctrl-C sends to the foreground process group
+        assert b"Traceback" not in term.expect(b"mcpwrap: interrupted")
+    finally:
+        assert term.close() == 130
