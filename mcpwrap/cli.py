@@ -78,6 +78,19 @@ def _load(file: Path, validated_dir: Path | None = None) -> Any:
         raise SystemExit(EXIT_CONFIG) from None
 
 
+def _loads_inline(text: str) -> Any:
+    """The config of `--tool` options; a problem is shown with the TOML it was read from."""
+    from mcpwrap import config
+
+    try:
+        return config.loads(text.encode(), INLINE_TOOLS)
+    except config.ConfigError as exc:
+        print(f"mcpwrap: the --tool options, as a tools file:\n{text}", file=sys.stderr)
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
 def _print_json(doc: Any) -> None:
     import orjson
 
@@ -391,9 +404,10 @@ def _self_command() -> tuple[str, list[str]]:
 
 
 # --- the commands: plain functions, called with the parsed values by name ---------------------
-def _serve(file: str, state_dir: str | None, secret_file: str | None, log_level: str | None,
+def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
            max_calls: str | None, max_tasks: str | None, watch: bool) -> NoReturn:
-    raise SystemExit(serve_command(Path(file), state_dir, secret_file, log_level, watch, max_calls, max_tasks))
+    raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
+                                   max_calls, max_tasks, tool))
 
 
 def _init(file: str, force: bool) -> None:
@@ -687,7 +701,11 @@ GROUPS = {(): "Serve a TOML file of shell commands as an MCP server on stdio.",
                       "still running (`result` without --wait)."}
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("serve",): Command("Run the MCP server on stdio: MCP messages on stdout, logs on stderr.", _serve, (
-        _file(), STATE_DIR, SECRET_FILE,
+        Param("file", "The tools file (TOML); or, without it, --tool options.", metavar="[FILE]"),
+        _opt("tool", "--tool", "A tool with no file: NAME=COMMAND, the command split as a shell would, with "
+             "placeholders {arg}, {arg:integer} (or number, boolean), {arg?} for an optional one; repeatable.",
+             "NAME=COMMAND", many=True),
+        STATE_DIR, SECRET_FILE,
         _opt("log_level", "--log-level", "What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL.", "LEVEL"),
         _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
         _opt("max_tasks", "--max-tasks", "Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS.", "N"),
@@ -917,8 +935,54 @@ def _positive(given: str | None, name: str, default: int) -> int:
     return int(text)
 
 
-def serve_command(file: Path, state_dir: str | None, secret_file: str | None, log_level: str | None,
-                  watch: bool, max_calls: str | None = None, max_tasks: str | None = None) -> int:
+INLINE_TOOLS = Path("(--tool)")          # where problems of the inline form point
+INLINE_PLACEHOLDER = r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?(\?)?\}"
+INLINE_TYPES = ("string", "integer", "number", "boolean")
+
+
+def inline_tools(specs: list[str]) -> str:
+    """The tools file that `--tool NAME=COMMAND` options stand for, as TOML text.
+
+    COMMAND is split into words as a shell would (quotes, no expansion, no shell at run time);
+    a placeholder may say its type and whether it is optional: {path}, {n:integer}, {since?}.
+    The text then goes through `config.loads` like any tools file, so every rule applies.
+    """
+    import re
+    import shlex
+
+    import orjson
+
+    def quoted(text: str) -> str:
+        return orjson.dumps(text).decode()         # a JSON string is a TOML basic string
+
+    blocks = []
+    for spec in specs:
+        name, eq, command = spec.partition("=")
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            _fail(f"--tool {spec!r}: {exc}", EXIT_USAGE)
+        if not eq or not name or not words:
+            _fail(f"--tool {spec!r} must look like NAME=COMMAND, e.g. 'log=git log -n {{n:integer}} -- {{path?}}'", EXIT_USAGE)
+        args: dict[str, tuple[str, bool]] = {}
+
+        def declare(match: re.Match[str]) -> str:
+            kind, optional = match[2] or "string", bool(match[3])
+            if kind not in INLINE_TYPES or args.setdefault(match[1], (kind, optional)) != (kind, optional):
+                _fail(f"--tool {spec!r}: {match[0]} must be one of {', '.join(INLINE_TYPES)}, the same "
+                      "each time the argument appears", EXIT_USAGE)
+            return "{" + match[1] + "}"
+
+        argv = [re.sub(INLINE_PLACEHOLDER, declare, word) for word in words]
+        blocks.append("\n".join([f"[tools.{quoted(name)}]", f"command = {orjson.dumps(argv).decode()}", *(
+            f"args.{arg} = {{ type = {quoted(kind)}{', optional = true' if optional else ''} }}"
+            for arg, (kind, optional) in args.items())]))
+    return "\n\n".join(['[server]\nname = "mcpwrap"', *blocks]) + "\n"
+
+
+def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
+                  watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
+                  tools: list[str] | None = None) -> int:
     from mcpwrap import server, signing
 
     level = option_value(log_level, "--log-level", lambda: "info")
@@ -927,13 +991,15 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
     state = Path(option_value(state_dir, "--state-dir", default_state_dir))
     calls = _positive(max_calls, "--max-calls", server.Options.max_calls)
     running_tasks = _positive(max_tasks, "--max-tasks", server.Options.max_tasks)
-    config = _load(file, state / "validated")
+    if (file is None) == (not tools):
+        _usage_error(("serve",), "Give a tools FILE or --tool NAME=COMMAND options (not both).")
+    config = _load(file, state / "validated") if file is not None else _loads_inline(inline_tools(tools or []))
     if sys.stdin.isatty():
-        print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file} over stdio, waiting for an MCP client "
+        print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
               "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
     options = server.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", _default_secret_file)),
-        state_dir=state, watch=watch, log_level=level, max_calls=calls, max_tasks=running_tasks)
+        state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks)
     try:
         return server.run(config, options)
     except signing.SecretFileError as exc:

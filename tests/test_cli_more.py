@@ -410,3 +410,42 @@ def test_ctrl_c_on_a_call_stops_it_without_a_traceback(tmp_path: Path) -> None:
         assert b"Traceback" not in term.expect(b"mcpwrap: interrupted")
     finally:
         assert term.close() == 130
+
+
+def test_serve_tool_options_serve_tools_with_no_file_to_the_python_sdk(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, cwd=str(tmp_path), env=dict(os.environ),
+        args=["-m", "mcpwrap", "serve", "--state-dir", str(tmp_path / "state"), "--secret-file", str(tmp_path / "secret"),
+              "--tool", "count=seq -s , {n:integer}", "--tool", "greet=echo 'hello there' {name} {punct?}"])
+
+    async def body() -> None:
+        with anyio.fail_after(HANG_S):
+            async with Client(params, mode="legacy", read_timeout_seconds=HANG_S) as client:
+                listed = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+                assert listed["count"]["properties"] == {"n": {"type": "integer"}} and listed["count"]["required"] == ["n"]
+                assert listed["greet"]["required"] == ["name"] and "punct" in listed["greet"]["properties"]
+                counted = await client.call_tool("count", {"n": 3})
+                assert counted.is_error is False and counted.content[0].text == "1,2,3\n"   # type: ignore[union-attr]
+                greeted = await client.call_tool("greet", {"name": "you; $(id)"})
+                assert greeted.content[0].text == "hello there you; $(id)\n"               # type: ignore[union-attr]
+                refused = await client.call_tool("count", {"n": "three"})
+                assert refused.is_error is True
+
+    anyio.run(body, backend="trio")
+
+
+def test_tool_options_are_checked_like_a_tools_file(tmp_path: Path) -> None:
+    env = {"MCPWRAP_STATE_DIR": str(tmp_path / "state")}
+    for words, code, said in ((["--tool", "x=echo {a:float}"], 2, "{a:float} must be one of string, integer"),
+                              (["--tool", "x=echo {a} {a:integer}"], 2, "the same each time"),
+                              (["--tool", "noequals"], 2, "must look like NAME=COMMAND"),
+                              (["--tool", "x=echo 'open"], 2, "No closing quotation"),
+                              (["--tool", "bad name=echo"], 3, "(--tool):4:1: tool name 'bad name' must be"),
+                              (["--tool", "x={prog} a"], 3, "command[0] (the program) cannot be a placeholder"),
+                              ([], 2, "Give a tools FILE or --tool"),
+                              ([str(tmp_path / "t.toml"), "--tool", "x=echo"], 2, "not both")):
+        done = run("serve", *words, env=env, stdin="")
+        assert done.returncode == code and said in done.stderr, (words, done.stderr)
