@@ -410,14 +410,88 @@ def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file
                                    max_calls, max_tasks, tool))
 
 
-def _init(file: str, force: bool) -> None:
+def _init(file: str, force: bool, from_help: str | None) -> None:
     from importlib.resources import files
 
     path = Path(file)
     if path.exists() and not force:
         _fail(f"{path} already exists; use --force to overwrite it", EXIT_USAGE)
-    path.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
-    print(f"wrote {path}; next: mcpwrap check {path} && mcpwrap call {path} greet --arg name=you")  # stdout-ok
+    if from_help is None:
+        path.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
+        print(f"wrote {path}; next: mcpwrap check {path} && mcpwrap call {path} greet --arg name=you")  # stdout-ok
+        return
+    text = draft_from_help(from_help)
+    config = _loads_draft(text, path)
+    path.write_text(text)
+    print(f"wrote {path}: {len(config.tools)} tool(s) drafted from `{from_help} --help` (check: ok); "  # stdout-ok
+          f"read it and keep what a model may run, then: mcpwrap list {path}")
+
+
+# `init --from-help`: GNU-style help lines. An option: "  -x, --name[=VALUE]  text"; a subcommand
+# (git's form): "   name     text". Good enough to draft; the author edits what it drafts.
+HELP_OPTION = r"^\s{1,12}(?:-[A-Za-z0-9?],\s+)?--([A-Za-z0-9][A-Za-z0-9-]*)(\[?=[<A-Za-z][\w<>.-]*\]?| <[\w-]+>)?(?:,\s*--[\w-]+)*\s{2,}(\S.*)$"
+HELP_SUBCOMMAND = r"^\s{2,4}([a-z][a-z0-9-]*)\s{2,}([A-Z]\S.*)$"
+HELP_NUMBERS = {"N", "NUM", "NUMBER", "COUNT", "LEVEL"}
+
+
+def draft_from_help(program: str) -> str:
+    """A tools file drafted from `PROGRAM --help`: a tool per subcommand (operands only), or one tool
+    whose arguments are the program's long options (a flag, or a value attached with "=")."""
+    import re
+    import subprocess
+
+    import orjson
+
+    try:
+        done = subprocess.run([program, "--help"], capture_output=True, text=True, errors="replace", timeout=30,
+                              stdin=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C", "PAGER": "cat", "MANPAGER": "cat"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _fail(f"cannot run `{program} --help`: {exc}", EXIT_USAGE)
+    lines = (done.stdout or done.stderr).splitlines()
+    quoted = lambda text: orjson.dumps(text).decode()   # noqa: E731  (a JSON string is a TOML basic string)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(program).name)
+    head = [f"# Drafted by `mcpwrap init --from-help {program}`: read every tool, keep what a model may run,",
+            "# and give the arguments better descriptions. Operands may not start with \"-\" (see mcpwrap-tools(5)).",
+            "[server]", f"name = {quoted(name)}", ""]
+    subcommands = [m for m in (re.match(HELP_SUBCOMMAND, line) for line in lines) if m]
+    if len(subcommands) >= 3 and re.search(r"command", " ".join(lines[:8]), re.I):   # "usage: git ... <command>"
+        tools = [[f"[tools.{quoted(f'{name}_{m[1]}')}]", f"description = {quoted(m[2])}",
+                  f"command = {orjson.dumps([program, m[1], '{operands}']).decode()}",
+                  'args.operands = { type = "array", items = { type = "string" }, optional = true }', ""]
+                 for m in {m[1]: m for m in subcommands}.values()]
+        return "\n".join(head + [line for tool in tools for line in tool])
+    args: dict[str, str] = {}
+    elements = [program]
+    for m in (re.match(HELP_OPTION, line) for line in lines):
+        arg = m[1].replace("-", "_") if m else ""
+        arg = "opt_" + arg if arg[:1].isdigit() or arg == "operands" else arg
+        if not m or m[1] in ("help", "version", "usage") or arg in args or len(arg) > 64:
+            continue
+        if m[2] is None:
+            args[arg] = f"{{ type = \"boolean\", flag = {quoted('--' + m[1])}, default = false, description = {quoted(m[3])} }}"
+            elements.append("{" + arg + "}")
+        else:
+            kind = "integer" if m[2].strip("[]=<> ").upper() in HELP_NUMBERS else "string"
+            args[arg] = f"{{ type = \"{kind}\", optional = true, description = {quoted(m[3])} }}"
+            elements.append(f"--{m[1]}={{{arg}}}")
+    elements += ["--", "{operands}"]
+    description = next((line.strip() for line in lines[1:4] if line.strip() and not line.startswith(" ")), "")
+    return "\n".join(head + [f"[tools.{quoted(name)}]", f"description = {quoted(description)}",
+                              f"command = {orjson.dumps(elements).decode()}",
+                              'args.operands = { type = "array", items = { type = "string" }, optional = true }',
+                              *(f"args.{arg} = {spec}" for arg, spec in args.items()), ""])
+
+
+def _loads_draft(text: str, path: Path) -> Any:
+    """A draft is written only if it checks; otherwise its problems are shown and nothing is written."""
+    from mcpwrap import config
+
+    try:
+        return config.loads(text.encode(), path)
+    except config.ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        _fail(f"the draft does not check, so {path} was not written", EXIT_CONFIG)
 
 
 def _check(file: str, strict: bool, secret_file: str | None) -> None:
@@ -712,7 +786,9 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("watch", "--watch", "Reload the tools file when it changes (--no-watch: do not).", default=True, off="--no-watch"))),
     ("init",): Command("Write a commented starter tools file that demonstrates each major feature.", _init, (
         Param("file", "Where to write the starter tools file.", metavar="[FILE]", default="tools.toml"),
-        _opt("force", "--force", "Overwrite an existing file."))),
+        _opt("force", "--force", "Overwrite an existing file."),
+        _opt("from_help", "--from-help", "Draft the file from PROGRAM --help instead: a tool per subcommand, or one "
+             "whose arguments are its long options; written only if it checks.", "PROGRAM"))),
     ("check",): Command("Validate a tools file as `serve` would (problems are printed as FILE:LINE:COL: message), "
                         "look for each program on PATH, and check the secret file if a tool needs it.", _check, (
         _file(), _opt("strict", "--strict", "Make a program not found on PATH an error, not a warning."), SECRET_FILE)),

@@ -9,6 +9,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -449,3 +450,31 @@ def test_tool_options_are_checked_like_a_tools_file(tmp_path: Path) -> None:
                               ([str(tmp_path / "t.toml"), "--tool", "x=echo"], 2, "not both")):
         done = run("serve", *words, env=env, stdin="")
         assert done.returncode == code and said in done.stderr, (words, done.stderr)
+
+
+@pytest.mark.parametrize(("program", "expect"), [
+    ("git", ['[tools."git_log"]', 'command = ["git","log","{operands}"]']),
+    ("tar", ['args.create = { type = "boolean", flag = "--create"', '"--directory={directory}"', "args.level = { type = \"integer\""]),
+    ("grep", ['"--regexp={regexp}"', 'args.ignore_case = { type = "boolean", flag = "--ignore-case"', '"--","{operands}"']),
+])
+def test_init_from_help_drafts_a_file_that_checks(tmp_path: Path, program: str, expect: list[str]) -> None:
+    if shutil.which(program) is None:
+        pytest.skip(f"{program} is not installed")
+    draft = tmp_path / f"{program}.toml"
+    done = run("init", "--from-help", program, str(draft))
+    assert done.returncode == 0 and "(check: ok)" in done.stdout, done.stderr
+    text = draft.read_text()
+    assert all(e in text for e in expect), text[:2000]
+    checked = run("check", str(draft), env={"MCPWRAP_STATE_DIR": str(tmp_path / "state")})
+    assert checked.returncode == 0 and checked.stdout.startswith(f"{draft}: ok"), checked.stderr
+
+
+def test_init_from_help_writes_nothing_that_does_not_check(tmp_path: Path) -> None:
+    fake = tmp_path / "fake"
+    fake.write_text("#!/bin/sh\ncat <<'EOF'\nusage: fake <command>\n\n   one    First\n   two    Second\n"
+                    f"   {'x' * 130}    Far too long a name\nEOF\n")
+    fake.chmod(0o755)
+    draft = tmp_path / "fake.toml"
+    done = run("init", "--from-help", str(fake), str(draft))
+    assert done.returncode == 3 and not draft.exists()
+    assert "must be 1-128 characters" in done.stderr and "the draft does not check" in done.stderr
