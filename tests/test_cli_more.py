@@ -269,10 +269,11 @@ def test_the_default_state_dir_is_platformdirs_own(monkeypatch: pytest.MonkeyPat
 
 # --- start-up: what the shell commands import, and the jsonschema-free check of plain arguments ---------
 IMPORTS = """
-import runpy, sys
+import sys
 sys.argv = ["mcpwrap", *sys.argv[1:]]
+from mcpwrap.cli import main
 try:
-    runpy.run_module("mcpwrap", run_name="__main__")
+    main()
 except SystemExit:
     pass
 print(" ".join(m for m in ("typer", "click", "pydantic", "jsonschema", "platformdirs") if m in sys.modules), file=sys.stderr)
