@@ -194,22 +194,28 @@ def _plainly_valid(tool: Any, args: dict[str, Any]) -> bool:
 
 
 def _fits(schema: Any, value: Any) -> bool:
+    """Whether `value` matches `schema` made of `_PLAIN` keywords; any other schema is "not sure" (False)."""
     import re
 
     if not isinstance(schema, dict) or not schema.keys() <= _PLAIN:
         return False
     kinds = schema.get("type", list(_TYPES))
-    number = _TYPES["number"](value)
-    return (all(k in _TYPES for k in ([kinds] if isinstance(kinds, str) else kinds))
-            and any(_TYPES[k](value) for k in ([kinds] if isinstance(kinds, str) else kinds))
-            and ("enum" not in schema or isinstance(schema["enum"], list) and any(_same(e, value) for e in schema["enum"]))
-            and ("const" not in schema or _same(schema["const"], value))
-            and (not number or all(_bound(schema.get(k), value, op) for k, op in _BOUNDS))
-            and (not isinstance(value, str) or (len(value) >= schema.get("minLength", 0)
-                                                and len(value) <= schema.get("maxLength", len(value))
-                                                and ("pattern" not in schema or re.search(schema["pattern"], value) is not None)))
-            and (not isinstance(value, list) or (schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value))
-                                                 and ("items" not in schema or all(_fits(schema["items"], v) for v in value)))))
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if not all(k in _TYPES for k in kinds) or not any(_TYPES[k](value) for k in kinds):
+        return False
+    if "enum" in schema and not (isinstance(schema["enum"], list) and any(_same(e, value) for e in schema["enum"])):
+        return False
+    if "const" in schema and not _same(schema["const"], value):
+        return False
+    if _TYPES["number"](value) and not all(_bound(schema.get(k), value, op) for k, op in _BOUNDS):
+        return False
+    if isinstance(value, str):
+        return (schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value))
+                and ("pattern" not in schema or re.search(schema["pattern"], value) is not None))
+    if isinstance(value, list):
+        return (schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value))
+                and all(_fits(schema.get("items", {}), item) for item in value))
+    return True
 
 
 _BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
@@ -225,7 +231,9 @@ def _same(a: Any, b: Any) -> bool:
     """JSON equality of scalars (true is not 1; 1 is 1.0); containers are left to jsonschema."""
     if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
         return False
-    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
 
 
 def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:

@@ -329,6 +329,7 @@ def plain_schemas(items: bool = True) -> st.SearchStrategy[dict[str, Any]]:
 @example({"enum": [1]}, 1.0)
 @example({"minimum": 1}, True)                # a bound judges numbers only
 @example({"maxLength": 1, "items": {"type": "string"}}, ["ab"])
+@example({"items": {"type": "integer"}, "minItems": 1}, ["a"])
 def test_the_plain_check_agrees_with_jsonschema(schema: dict[str, Any], value: Any) -> None:
     from jsonschema import Draft202012Validator
 
