@@ -856,8 +856,9 @@ def parse(command: Command, words: list[str]) -> dict[str, Any]:
             continue
         name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
         param = options.get(name)
-        if param is None and not word.startswith("--") and options.get(word[:2], Param("", "")).metavar:
-            param, name, eq, inline = options[word[:2]], word[:2], "=", word[2:]     # -oFILE
+        if (param is None and not command.loose and not word.startswith("--")
+                and options.get(word[:2], Param("", "")).metavar):
+            param, name, eq, inline = options[word[:2]], word[:2], "=", word[2:]     # -oFILE (not for ids)
         if param is None:
             if command.loose:
                 free.append(word)

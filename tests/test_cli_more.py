@@ -43,9 +43,10 @@ def finished_task(state: Path, tools: Path, task_id: str, result: dict[str, obje
 
 DASHED = "-" + "A" * 21                   # a 22-character id of the old kind, led by "-"
 DOUBLE = "--" + "b" * 20
+OPTION_LIKE = "-o" + "c" * 20            # `tasks result` has -o: an id must not read as -o with a value
 
 
-@pytest.mark.parametrize("task_id", ["x" + "A" * 22, DASHED, DOUBLE])
+@pytest.mark.parametrize("task_id", ["x" + "A" * 22, DASHED, DOUBLE, OPTION_LIKE])
 def test_tasks_commands_find_an_id_alone_in_every_store_even_dash_led(tmp_path: Path, task_id: str) -> None:
     state = tmp_path / "state"
     other, tools = tmp_path / "other.toml", tmp_path / "tools.toml"
