@@ -1,7 +1,10 @@
-"""The typer CLI: resolves paths and options, calls plain functions, maps errors to exit codes.
+"""The CLI: resolves paths and options, calls plain functions, maps errors to exit codes.
 
-`mcpwrap serve` is dispatched before typer is imported (see `main`): an MCP
-host starts it for every session, so its start-up time is the product.
+Every command and option is declared once, in COMMANDS; `main` parses argv and
+writes --help from it, and `build_app` turns it into a typer app for shell
+completion only. Start-up time is the product (an MCP host starts `serve` for
+every session, and a shell user waits on `call`), so nothing heavy is imported
+at the top: not typer (with pydantic), not jsonschema, not platformdirs.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn, Optional
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_CONFIG, EXIT_PENDING = 0, 1, 2, 3, 4
@@ -48,23 +52,40 @@ class _ProgressLine:
 
 
 def _load(file: Path, validated_dir: Path | None = None) -> Any:
-    """Load a tools file; with `validated_dir`, remember files whose schemas passed, by digest."""
+    """Load a tools file, remembering in `validated_dir` (default: the state dir's) files whose
+    schemas passed, by digest and version: the same bytes are not checked again (jsonschema is
+    the largest import there is). `serve --state-dir` passes its own."""
     from mcpwrap import __version__, config
 
+    cache = validated_dir or _state_path(None) / "validated"
+
     def marker(digest: str) -> Path:
-        return validated_dir / f"{digest}-{__version__}"  # type: ignore[operator]
+        return cache / f"{digest}-{__version__}"
 
     try:
-        if validated_dir is None:
-            return config.load(file)
         loaded = config.load(file, lambda digest: marker(digest).exists())
         try:
-            validated_dir.mkdir(parents=True, exist_ok=True)
+            cache.parent.parent.mkdir(parents=True, exist_ok=True)
+            for private in (cache.parent, cache):  # the state dir is the task store's too: 0700 from the start
+                private.mkdir(mode=0o700, exist_ok=True)
             marker(loaded.digest).touch()
         except OSError:
             pass                           # only a cache: a read-only state dir costs start-up time, nothing else
         return loaded
     except config.ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def _loads_inline(text: str) -> Any:
+    """The config of `--tool` options; a problem is shown with the TOML it was read from."""
+    from mcpwrap import config
+
+    try:
+        return config.loads(text.encode(), INLINE_TOOLS)
+    except config.ConfigError as exc:
+        print(f"mcpwrap: the --tool options, as a tools file:\n{text}", file=sys.stderr)
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         raise SystemExit(EXIT_CONFIG) from None
@@ -85,26 +106,162 @@ def _no_task(store: Any, task_id: str, reason: str) -> NoReturn:
     _fail(f"no task {task_id!r} in {store.root} ({reason.lower()})", EXIT_USAGE)
 
 
-def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
-    """`--arg NAME=VALUE`, VALUE typed by NAME's schema (see `_typed_value`)."""
+def _assignment(option: str, text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
-        _fail(f"--arg {text!r} must look like NAME=VALUE", EXIT_USAGE)
+        _fail(f"{option} {text!r} must look like NAME=VALUE", EXIT_USAGE)
+    return name, value
+
+
+def _task_record(store: Any, task_id: str) -> Any:
+    from mcpwrap.protocol.tasking import TaskLookupError
+
+    try:
+        return store.get(task_id)
+    except TaskLookupError as exc:
+        _no_task(store, task_id, exc.reason)
+
+
+def _task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_json: bool) -> NoReturn:
+    """Print a task's outcome as `call` prints a result (waiting for it with `wait`), and exit:
+    0 completed, 1 failed, cancelled or a tool error, 4 still running."""
+    import time
+
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import stored_result
+
+    record = _task_record(store, task_id)
+    progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
+    while wait and not record.terminal:
+        time.sleep(tasks.RESULT_POLL_S)
+        record = _task_record(store, task_id)
+        if progress and record.progress:
+            progress.update(record.progress["progress"], record.progress.get("total"), None)
+    if progress:
+        progress.clear()
+    if not record.terminal:
+        _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", EXIT_PENDING)
+    if as_json:
+        _print_json(record.result if record.result is not None else {"status": record.status, "error": record.error})
+    elif record.result is not None:
+        result = stored_result(record)
+        _print_text(result.text)
+        _write_binary(result, output)
+    else:
+        print(f"mcpwrap: task {task_id} {record.status}: {record.status_message}", file=sys.stderr)
+    raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
+
+
+def _start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | None, secret_file: str | None) -> tuple[Any, str]:
+    """Create a durable task as `serve` would for a client (signed record, detached supervisor)."""
+    import time
+
+    from mcpwrap import signing, tasks
+
+    if tool.task == "never":
+        _fail(f"{tool.name!r} has task = \"never\": it cannot run as a task (drop --task)", EXIT_USAGE)
+    store = tasks.Store.for_tools_file(Path(option_value(state_dir, "--state-dir", default_state_dir)), config.path)
+    secret = Path(option_value(secret_file, "--secret-file", _default_secret_file))
+    try:
+        keyring = signing.ensure_secret(secret, time.time())
+        record = tasks.create_task(store, config, tool, args, int(tool.task_ttl_s * 1000), keyring, secret,
+                                   _positive(None, "--max-tasks", tasks.MAX_RUNNING))
+    except signing.SecretFileError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    except tasks.TooManyTasks as exc:
+        _fail(str(exc), EXIT_TOOL_ERROR)
+    return store, record.task_id
+
+
+# The keywords `_plainly_valid` decides; anything else in an argument's schema leaves it to jsonschema.
+_ANNOTATIONS = {"description", "title", "default", "examples", "deprecated", "readOnly", "writeOnly"}
+_PLAIN = _ANNOTATIONS | {"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                         "minLength", "maxLength", "pattern", "items", "minItems", "maxItems"}
+_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool), "null": lambda v: v is None,
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
+    "array": lambda v: isinstance(v, list), "object": lambda v: isinstance(v, dict)}
+
+
+def _plainly_valid(tool: Any, args: dict[str, Any]) -> bool:
+    """True only when the arguments surely match the tool's inputSchema, judged without jsonschema
+    (the largest import of a `call`) for schemas made of `_PLAIN` keywords. False means "ask
+    jsonschema", which also words the problems; `tests/test_cli_more.py` checks the two agree."""
+    names = {a.name for a in tool.args}
+    return (all(name in names for name in args) and all(a.name in args for a in tool.args if a.required)
+            and all(_fits(a.schema, args[a.name]) for a in tool.args if a.name in args))
+
+
+def _fits(schema: Any, value: Any) -> bool:
+    """Whether `value` matches `schema` made of `_PLAIN` keywords; any other schema is "not sure" (False)."""
+    import re
+
+    if not isinstance(schema, dict) or not schema.keys() <= _PLAIN:
+        return False
+    kinds = schema.get("type", list(_TYPES))
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if not all(k in _TYPES for k in kinds) or not any(_TYPES[k](value) for k in kinds):
+        return False
+    if "enum" in schema and not (isinstance(schema["enum"], list) and any(_same(e, value) for e in schema["enum"])):
+        return False
+    if "const" in schema and not _same(schema["const"], value):
+        return False
+    if _TYPES["number"](value) and not all(_bound(schema.get(k), value, op) for k, op in _BOUNDS):
+        return False
+    if isinstance(value, str):
+        return (schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value))
+                and ("pattern" not in schema or re.search(schema["pattern"], value) is not None))
+    if isinstance(value, list):
+        return (schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value))
+                and all(_fits(schema.get("items", {}), item) for item in value))
+    return True
+
+
+_BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
+    ("minimum", lambda v, b: v >= b), ("maximum", lambda v, b: v <= b),
+    ("exclusiveMinimum", lambda v, b: v > b), ("exclusiveMaximum", lambda v, b: v < b))
+
+
+def _bound(bound: Any, value: Any, op: Callable[[Any, Any], bool]) -> bool:
+    return bound is None or _TYPES["number"](bound) and op(value, bound)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality of scalars (true is not 1; 1 is 1.0); containers are left to jsonschema."""
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        return False
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
+    """`--arg NAME=VALUE`, VALUE typed by NAME's schema (see `_typed_value`)."""
+    name, value = _assignment("--arg", text)
     return name, _typed_value(tool, name, value)
 
 
 def _typed_value(tool: Any, name: str, value: str) -> Any:
-    """A shell word as the argument's schema wants it: the raw text for a string, else JSON.
-
-    Without a type, or with a type list allowing "string", text that is not JSON stays text;
-    otherwise it is a usage error naming the expected type (`--arg branch=1.0` must stay "1.0").
-    """
-    import orjson
-
+    """A shell word as the argument's schema wants it (see `_parsed`); a usage error if it cannot be."""
     arg = next((a for a in tool.args if a.name == name), None)
     if arg is None:
         known = ", ".join(a.name for a in tool.args) or "none"
         _fail(f"{tool.name!r} has no argument {name!r} (its arguments: {known}; nothing ran)", EXIT_USAGE)
+    try:
+        return _parsed(arg, value)
+    except ValueError as exc:
+        _fail(f"--arg {name}={value!r}: {exc} (nothing ran)", EXIT_USAGE)
+
+
+def _parsed(arg: Any, value: str) -> Any:
+    """The raw text for a string argument, else JSON.
+
+    Without a type, or with a type list allowing "string", text that is not JSON stays text;
+    otherwise ValueError names the expected type (`--arg branch=1.0` must stay "1.0").
+    """
+    import orjson
+
     kind = arg.schema.get("type")
     if kind == "string":
         return value
@@ -114,7 +271,55 @@ def _typed_value(tool: Any, name: str, value: str) -> Any:
     except orjson.JSONDecodeError:
         if not kinds or "string" in kinds:
             return value
-        _fail(f"--arg {name}={value!r}: {name!r} takes {' or '.join(kinds)}, written as JSON (nothing ran)", EXIT_USAGE)
+        raise ValueError(f"{arg.name!r} takes {' or '.join(kinds)}, written as JSON") from None
+
+
+def _ask(arg: Any) -> Any:
+    """Prompt on the terminal for an elicited argument, showing what it accepts, until an answer fits."""
+    from jsonschema import Draft202012Validator   # only when a human is asked
+
+    schema = arg.schema
+    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    allowed = schema.get("enum") or items.get("enum")
+    kind = schema.get("type", "any")
+    shown = "/".join(map(str, allowed)) if allowed else "true/false" if kind == "boolean" else kind
+    several = " (several: a,b)" if kind == "array" else ""
+    default = f", default {_json_text(schema['default'])}" if "default" in schema else ""
+    while True:
+        sys.stderr.write(f"{schema.get('description', arg.name)} [{shown}{several}{default}]: ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            _fail(f"no answer for {arg.name!r}; nothing ran", EXIT_USAGE)
+        text = line.rstrip("\n")
+        if not text and "default" in schema:
+            return schema["default"]
+        try:
+            value = _parsed(arg, text)
+        except ValueError as exc:
+            print(f"  {exc}; try again", file=sys.stderr)
+            continue
+        if kind == "array" and not isinstance(value, list):
+            value = [part.strip() for part in text.split(",") if part.strip()]
+        problem = next(Draft202012Validator(schema).iter_errors(value), None)
+        if problem is None:
+            return value
+        print(f"  {problem.message}; try again", file=sys.stderr)
+
+
+def _json_text(value: Any) -> str:
+    import orjson
+
+    return orjson.dumps(value).decode()
+
+
+def _streamed_text(result: Any) -> str:
+    """A failed command's text without its stderr tail, which `call` has already copied to stderr."""
+    tail = result.stderr_tail.strip()
+    body, _, status = result.text.rpartition("\n")
+    if not (result.is_error and tail and body.endswith(tail)):
+        return result.text
+    return "\n".join(p for p in (body[:-len(tail)].rstrip("\n"), status) if p)
 
 
 def _binary_blocks(result: Any) -> list[tuple[str, bytes]]:
@@ -159,6 +364,43 @@ def _write_binary(result: Any, output: Path | None) -> None:
         print(f"wrote {mime}, {len(data)} bytes, to {target}", file=sys.stderr)
 
 
+def _missing_programs(config: Any) -> list[str]:
+    """What is wrong with each command whose program is not found as `runner` would look for it:
+    on the PATH of the tool's environment, or relative to its cwd when it holds a slash."""
+    import shutil
+
+    missing = []
+    for tool in config.tools:
+        if tool.command is None:
+            continue
+        program = str(tool.command[0])                # config keeps the program a string
+        if "/" in program:
+            where = tool.cwd / program
+            if not (where.is_file() and os.access(where, os.X_OK)):
+                missing.append(f"tool {tool.name!r}: program {program!r} is not an executable file (in {tool.cwd})")
+        elif shutil.which(program, path={**os.environ, **tool.env}.get("PATH", os.defpath)) is None:
+            missing.append(f"tool {tool.name!r}: program {program!r} is not on PATH (an MCP host may start "
+                           "`serve` with a shorter one: see `client-config --pin-path`)")
+    return missing
+
+
+def _check_secret(config: Any, secret_file: str | None) -> None:
+    """Refuse what `serve` would: a secret file that exists but is unusable, when a tool needs it
+    (a question to sign, or a task record to MAC). A missing one `serve` creates."""
+    import time
+
+    needs = [t.name for t in config.tools if t.confirm or t.task != "never" or any(a.elicit for a in t.args)]
+    path = Path(option_value(secret_file, "--secret-file", _default_secret_file)) if needs else None
+    if path is None or not os.path.lexists(path):
+        return
+    from mcpwrap import signing
+
+    try:
+        signing.load_secret(path, time.time())
+    except signing.SecretFileError as exc:
+        _fail(f"`serve` would refuse the secret file that {', '.join(map(repr, needs))} need: {exc}", EXIT_CONFIG)
+
+
 def _self_command() -> tuple[str, list[str]]:
     """An absolute command that starts this mcpwrap, for client configs."""
     import shutil
@@ -169,301 +411,578 @@ def _self_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "mcpwrap"]
 
 
+# --- the commands: plain functions, called with the parsed values by name ---------------------
+def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
+           max_calls: str | None, max_tasks: str | None, watch: bool) -> NoReturn:
+    raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
+                                   max_calls, max_tasks, tool))
+
+
+def _init(file: str, force: bool, from_help: str | None) -> None:
+    from importlib.resources import files
+
+    path = Path(file)
+    if path.exists() and not force:
+        _fail(f"{path} already exists; use --force to overwrite it", EXIT_USAGE)
+    if from_help is None:
+        path.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
+        print(f"wrote {path}; next: mcpwrap check {path} && mcpwrap call {path} greet --arg name=you")  # stdout-ok
+        return
+    text = draft_from_help(from_help)
+    config = _loads_draft(text, path)
+    path.write_text(text)
+    print(f"wrote {path}: {len(config.tools)} tool(s) drafted from `{from_help} --help` (check: ok); "  # stdout-ok
+          f"read it and keep what a model may run, then: mcpwrap list {path}")
+
+
+# `init --from-help`: GNU-style help lines. An option: "  -x, --name[=VALUE]  text"; a subcommand
+# (git's form): "   name     text". Good enough to draft; the author edits what it drafts.
+HELP_OPTION = r"^\s{1,12}(?:-[A-Za-z0-9?],\s+)?--([A-Za-z0-9][A-Za-z0-9-]*)(\[?=[<A-Za-z][\w<>.-]*\]?| <[\w-]+>)?(?:,\s*--[\w-]+)*\s{2,}(\S.*)$"
+HELP_SUBCOMMAND = r"^\s{2,4}([a-z][a-z0-9-]*)\s{2,}([A-Z]\S.*)$"
+HELP_NUMBERS = {"N", "NUM", "NUMBER", "COUNT", "LEVEL"}
+
+
+def draft_from_help(program: str) -> str:
+    """A tools file drafted from `PROGRAM --help`: a tool per subcommand (operands only), or one tool
+    whose arguments are the program's long options (a flag, or a value attached with "=")."""
+    import re
+    import subprocess
+
+    import orjson
+
+    try:
+        done = subprocess.run([program, "--help"], capture_output=True, text=True, errors="replace", timeout=30,
+                              stdin=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C", "PAGER": "cat", "MANPAGER": "cat"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _fail(f"cannot run `{program} --help`: {exc}", EXIT_USAGE)
+    lines = (done.stdout or done.stderr).splitlines()
+    quoted = lambda text: orjson.dumps(text).decode()   # noqa: E731  (a JSON string is a TOML basic string)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(program).name)
+    head = [f"# Drafted by `mcpwrap init --from-help {program}`: read every tool, keep what a model may run,",
+            "# and give the arguments better descriptions. Operands may not start with \"-\" (see mcpwrap-tools(5)).",
+            "[server]", f"name = {quoted(name)}", ""]
+    subcommands = [m for m in (re.match(HELP_SUBCOMMAND, line) for line in lines) if m]
+    if len(subcommands) >= 3 and re.search(r"command", " ".join(lines[:8]), re.I):   # "usage: git ... <command>"
+        tools = [[f"[tools.{quoted(f'{name}_{m[1]}')}]", f"description = {quoted(m[2])}",
+                  f"command = {orjson.dumps([program, m[1], '{operands}']).decode()}",
+                  'args.operands = { type = "array", items = { type = "string" }, optional = true }', ""]
+                 for m in {m[1]: m for m in subcommands}.values()]
+        return "\n".join(head + [line for tool in tools for line in tool])
+    args: dict[str, str] = {}
+    elements = [program]
+    for m in (re.match(HELP_OPTION, line) for line in lines):
+        arg = m[1].replace("-", "_") if m else ""
+        arg = "opt_" + arg if arg[:1].isdigit() or arg == "operands" else arg
+        if not m or m[1] in ("help", "version", "usage") or arg in args or len(arg) > 64:
+            continue
+        if m[2] is None:
+            args[arg] = f"{{ type = \"boolean\", flag = {quoted('--' + m[1])}, default = false, description = {quoted(m[3])} }}"
+            elements.append("{" + arg + "}")
+        else:
+            kind = "integer" if m[2].strip("[]=<> ").upper() in HELP_NUMBERS else "string"
+            args[arg] = f"{{ type = \"{kind}\", optional = true, description = {quoted(m[3])} }}"
+            elements.append(f"--{m[1]}={{{arg}}}")
+    elements += ["--", "{operands}"]
+    description = next((line.strip() for line in lines[1:4] if line.strip() and not line.startswith(" ")), "")
+    return "\n".join(head + [f"[tools.{quoted(name)}]", f"description = {quoted(description)}",
+                              f"command = {orjson.dumps(elements).decode()}",
+                              'args.operands = { type = "array", items = { type = "string" }, optional = true }',
+                              *(f"args.{arg} = {spec}" for arg, spec in args.items()), ""])
+
+
+def _loads_draft(text: str, path: Path) -> Any:
+    """A draft is written only if it checks; otherwise its problems are shown and nothing is written."""
+    from mcpwrap import config
+
+    try:
+        return config.loads(text.encode(), path)
+    except config.ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        _fail(f"the draft does not check, so {path} was not written", EXIT_CONFIG)
+
+
+def _check(file: str, strict: bool, secret_file: str | None) -> None:
+    config = _load(Path(file))
+    missing = _missing_programs(config)
+    for problem in missing:
+        print(f"{_colour('mcpwrap:', '1;33')} {'error' if strict else 'warning'}: {problem}", file=sys.stderr)
+    _check_secret(config, secret_file)
+    if missing and strict:
+        raise SystemExit(EXIT_CONFIG)
+    print(f"{file}: ok, {len(config.tools)} tool(s)")  # stdout-ok
+
+
+def _list(file: str, as_json: bool) -> None:
+    config = _load(Path(file))
+    if as_json:
+        _print_json([{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                     for t in config.tools])
+        return
+    for tool in config.tools:
+        print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
+        for arg in tool.args:
+            kind = arg.schema.get("type", "any")
+            kind = " or ".join(kind) if isinstance(kind, list) else kind
+            extra = ("" if arg.required else f" (default {_json_text(arg.schema['default'])})"
+                     if "default" in arg.schema else " (optional)")
+            print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
+
+
+def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: str | None, yes: bool,
+          task: bool, no_wait: bool, state_dir: str | None, secret_file: str | None, as_json: bool) -> NoReturn:
+    import orjson
+    import trio
+
+    from mcpwrap import runner
+    from mcpwrap.validation import argument_problems   # imports jsonschema only when it validates
+
+    if no_wait and not task:
+        _fail("--no-wait goes with --task", EXIT_USAGE)
+    config = _load(Path(file))
+    spec = config.tool(tool)
+    if spec is None:
+        _fail(f"no tool named {tool!r} in {file} (tools: {', '.join(t.name for t in config.tools)})", EXIT_USAGE)
+    try:
+        args = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError as exc:
+        _fail(f"the JSON arguments do not parse: {exc}", EXIT_USAGE)
+    if not isinstance(args, dict):
+        _fail("the JSON arguments must be an object, like '{\"name\": \"value\"}'", EXIT_USAGE)
+    args.update(_typed_arg(spec, a) for a in arg)
+    interactive = sys.stdin.isatty()
+    for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
+        args[missing.name] = _ask(missing)
+    problems = [] if _plainly_valid(spec, args) else argument_problems(spec, args)
+    if problems:
+        _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
+    if spec.confirm and not yes:
+        from mcpwrap.protocol.asking import render_confirm
+
+        question = render_confirm(spec.confirm, runner.with_defaults(spec, args))
+        if not interactive:
+            _fail(f"{tool!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
+        sys.stderr.write(f"{question} [y/N]: ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            _fail("declined; nothing ran", EXIT_TOOL_ERROR)
+    target = Path(output) if output else None
+    if task:
+        store, task_id = _start_task(config, spec, args, state_dir, secret_file)
+        if no_wait:
+            print(task_id)  # stdout-ok
+            raise SystemExit(EXIT_OK)
+        print(f"task {task_id} (mcpwrap tasks show|result|cancel {task_id})", file=sys.stderr)
+        _task_outcome(store, task_id, True, target, as_json)
+    progress = _ProgressLine(tool) if sys.stderr.isatty() and spec.progress else None
+    try:
+        result = trio.run(lambda: runner.run(
+            spec, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
+            on_progress=progress.update if progress else None))
+    except runner.ArgumentError as exc:
+        _fail(f"{exc} (nothing ran)", EXIT_USAGE)
+    if progress:
+        progress.clear()
+    if as_json:
+        _print_json(result.to_json())
+    else:
+        _print_text(_streamed_text(result))
+        _write_binary(result, target)
+    raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
+
+
+def _schema() -> None:
+    from importlib.resources import files
+
+    sys.stdout.write(files("mcpwrap").joinpath("tools-file.schema.json").read_text())  # stdout-ok
+
+
+CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "cursor", "vscode")
+
+
+def _client_config(file: str, client: str, name: str | None, env: list[str], pin_path: bool) -> None:
+    path = Path(file)
+    _load(path)
+    if client not in CLIENT_LAYOUTS:
+        _fail(f"--client must be one of {', '.join(CLIENT_LAYOUTS)} (got {client!r})", EXIT_USAGE)
+    command, args = _self_command()
+    entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(path.resolve())]}
+    pinned = dict(_assignment("--env", text) for text in env)
+    if pin_path:
+        pinned["PATH"] = os.environ.get("PATH", os.defpath)
+    if pinned:
+        entry["env"] = pinned
+    key = name or path.stem
+    stdio = {"type": "stdio", **entry}
+    _print_json({"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
+                 "claude-code": {"mcpServers": {key: stdio}}, "vscode": {"servers": {key: stdio}}}[client])
+
+
+def _secret_path(secret_file: str | None) -> None:
+    print(option_value(secret_file, "--secret-file", _default_secret_file))  # stdout-ok
+
+
+def _secret_init(secret_file: str | None) -> None:
+    import time
+
+    from mcpwrap import signing
+
+    path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
+    try:
+        _, created = signing.init_secret(path, time.time())
+    except signing.SecretFileError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    print(f"{'created' if created else 'ok, already present:'} {path}")  # stdout-ok
+
+
+def _secret_rotate(secret_file: str | None) -> None:
+    import time
+
+    from mcpwrap import signing
+
+    path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
+    try:
+        signing.rotate_secret(path, time.time())
+    except signing.SecretFileError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    print(f"rotated {path}; the previous key verifies for {signing.ROTATION_GRACE_S / 3600:g} more hours")  # stdout-ok
+
+
+def _state_path(state_dir: str | None) -> Path:
+    return Path(option_value(state_dir, "--state-dir", default_state_dir))
+
+
+def _task_store(file: str, state_dir: str | None) -> Any:
+    from mcpwrap import tasks
+
+    return tasks.Store.for_tools_file(_state_path(state_dir), Path(file))
+
+
+def _find_task(where: str, task_id: str | None, state_dir: str | None) -> tuple[Any, str]:
+    """The store holding the task and its id: FILE's store, or the one store under the state dir that has it."""
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import valid_id
+
+    if task_id is not None:
+        return _task_store(where, state_dir), task_id
+    state = _state_path(state_dir)
+    if not valid_id(where):
+        _fail(f"{where!r} is not a task id (ids are 22 or 23 characters of A-Z a-z 0-9 _ -); "
+              "to name a tools file, give the id after it", EXIT_USAGE)
+    stores = [tasks.Store(d / "tasks") for d in sorted(state.iterdir())] if state.is_dir() else []
+    found = next((s for s in stores if s.path(where).exists()), None)
+    if found is None:
+        _fail(f"no task {where!r} in any store under {state}", EXIT_USAGE)
+    return found, where
+
+
+def _tasks_list(file: str, state_dir: str | None, as_json: bool) -> None:
+    from mcpwrap import tasks
+
+    records = sorted(_task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
+    if as_json:
+        _print_json([tasks.public_json(r) for r in records])
+        return
+    if not records:
+        print("no tasks")  # stdout-ok
+        return
+    rows = [["ID", "STATUS", "TOOL", "CREATED", "UPDATED", "MESSAGE"]] + [
+        [r.task_id, tasks.display_status(r), r.tool, tasks.local_time(r.created_at),
+         tasks.local_time(r.updated_at), r.status_message or ""] for r in records]
+    print(tasks.table(rows))  # stdout-ok
+
+
+def _tasks_show(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
+    from mcpwrap import tasks
+
+    store, task_id = _find_task(where, task_id, state_dir)
+    record = _task_record(store, task_id)
+    if as_json:
+        _print_json(tasks.public_json(record))
+    else:
+        print(tasks.describe(record, store))  # stdout-ok
+
+
+def _tasks_result(where: str, task_id: str | None, state_dir: str | None, wait: bool, output: str | None,
+                  as_json: bool) -> NoReturn:
+    store, task_id = _find_task(where, task_id, state_dir)
+    _task_outcome(store, task_id, wait, Path(output) if output else None, as_json)
+
+
+def _tasks_cancel(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
+
+    store, task_id = _find_task(where, task_id, state_dir)
+    try:
+        record = store.cancel(task_id)
+    except TaskLookupError as exc:
+        _no_task(store, task_id, exc.reason)
+    except TaskTerminalError as exc:
+        _fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
+    if as_json:
+        _print_json(tasks.public_json(record))
+    else:
+        print(f"cancelled {task_id}")  # stdout-ok
+
+
+def _tasks_gc(file: str, state_dir: str | None, as_json: bool) -> None:
+    store = _task_store(file, state_dir)
+    removed = store.gc()
+    if as_json:
+        _print_json({"removed": removed, "store": str(store.root)})
+    else:
+        print(f"removed {removed} expired task(s) from {store.root}")  # stdout-ok
+
+
+# --- the command line, declared once: parsed here, and built into a typer app for completion -----
+REQUIRED: Any = ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """A positional (no flags) or an option; an option without a metavar is a flag."""
+    dest: str
+    help: str
+    flags: tuple[str, ...] = ()
+    metavar: str = ""
+    default: Any = None
+    many: bool = False                 # repeatable: values collect in a list
+    off: str = ""                      # the flag's negative form ("--no-watch"); the flag then defaults on
+    hidden: bool = False
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    run: Callable[..., Any]
+    params: tuple[Param, ...] = ()
+    loose: bool = False                # an unknown "-word" is a positional (old task ids start with "-")
+
+
+def _file(help: str = "The tools file (TOML).") -> Param:
+    return Param("file", help, metavar="FILE", default=REQUIRED)
+
+
+def _opt(dest: str, flags: str, help: str, metavar: str = "", **more: Any) -> Param:
+    return Param(dest, help, tuple(flags.split()), metavar, **more)
+
+
+STATE_DIR = _opt("state_dir", "--state-dir", "Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir.", "DIR")
+SECRET_FILE = _opt("secret_file", "--secret-file", "The shared secret file; env MCPWRAP_SECRET_FILE; default: the user config dir.", "PATH")
+AS_JSON = _opt("as_json", "--json", "Print JSON instead of text.")
+WHERE = (Param("where", "The tools file (optional: without it, every store under the state dir is searched), then "
+               "the task id, as `mcpwrap tasks list FILE` shows it.", metavar="[FILE] TASK_ID", default=REQUIRED),
+         Param("task_id", "", metavar="TASK_ID", hidden=True))
+OUTPUT = _opt("output", "--output -o", "Write image/audio/binary content here (default: a temporary file named on stderr).", "PATH")
+
+GROUPS = {(): "Serve a TOML file of shell commands as an MCP server on stdio.",
+          ("secret",): "The shared secret that signs requestState (modern confirmations) and task records.",
+          ("tasks",): "List, show, fetch, cancel and collect durable tasks. Exit status: 0 ok; 1 the task failed, "
+                      "was cancelled or its tool reported an error; 2 usage or unknown task id; 4 the task is "
+                      "still running (`result` without --wait)."}
+COMMANDS: dict[tuple[str, ...], Command] = {
+    ("serve",): Command("Run the MCP server on stdio: MCP messages on stdout, logs on stderr.", _serve, (
+        Param("file", "The tools file (TOML); or, without it, --tool options.", metavar="[FILE]"),
+        _opt("tool", "--tool", "A tool with no file: NAME=COMMAND, the command split as a shell would, with "
+             "placeholders {arg}, {arg:integer} (or number, boolean), {arg?} for an optional one; repeatable.",
+             "NAME=COMMAND", many=True),
+        STATE_DIR, SECRET_FILE,
+        _opt("log_level", "--log-level", "What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL.", "LEVEL"),
+        _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
+        _opt("max_tasks", "--max-tasks", "Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS.", "N"),
+        _opt("watch", "--watch", "Reload the tools file when it changes (--no-watch: do not).", default=True, off="--no-watch"))),
+    ("init",): Command("Write a commented starter tools file that demonstrates each major feature.", _init, (
+        Param("file", "Where to write the starter tools file.", metavar="[FILE]", default="tools.toml"),
+        _opt("force", "--force", "Overwrite an existing file."),
+        _opt("from_help", "--from-help", "Draft the file from PROGRAM --help instead: a tool per subcommand, or one "
+             "whose arguments are its long options; written only if it checks.", "PROGRAM"))),
+    ("check",): Command("Validate a tools file as `serve` would (problems are printed as FILE:LINE:COL: message), "
+                        "look for each program on PATH, and check the secret file if a tool needs it.", _check, (
+        _file(), _opt("strict", "--strict", "Make a program not found on PATH an error, not a warning."), SECRET_FILE)),
+    ("list",): Command("List the tools, their arguments and the inputSchema each gets.", _list, (
+        _file(), _opt("as_json", "--json", "Print tools and inputSchemas as JSON."))),
+    ("call",): Command("Run one tool the way `serve` would; exit 1 when the result is an error.", _call, (
+        _file(), Param("tool", "The tool to run.", metavar="TOOL", default=REQUIRED),
+        Param("arguments", "Arguments as one JSON object.", metavar="[JSON]"),
+        _opt("arg", "--arg -a", "The raw text for a string argument, JSON for any other type; repeatable.", "NAME=VALUE", many=True),
+        OUTPUT,
+        _opt("yes", "--yes -y", "Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
+        _opt("task", "--task", "Run it as a durable task, as `serve` does for a client: the id goes to stderr, then the outcome as `tasks result --wait` prints it."),
+        _opt("no_wait", "--no-wait", "With --task: print the task id on stdout and return at once."),
+        STATE_DIR, SECRET_FILE, _opt("as_json", "--json", "Print the whole result as JSON."))),
+    ("schema",): Command("Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML).", _schema),
+    ("client-config",): Command("Print the JSON to paste into an MCP client's config for this tools file.", _client_config, (
+        _file(),
+        _opt("client", "--client -c", f"{', '.join(CLIENT_LAYOUTS[:-1])} or {CLIENT_LAYOUTS[-1]}.", "CLIENT", default="claude-desktop"),
+        _opt("name", "--name", "The server's key in the config (default: the file's stem).", "NAME"),
+        _opt("env", "--env -e", "Set this variable in the server's environment; repeatable.", "NAME=VALUE", many=True),
+        _opt("pin_path", "--pin-path", "Set the server's PATH to this shell's (desktop hosts start servers with a minimal one)."))),
+    ("secret", "path"): Command("Print where the secret file is (it may not exist yet).", _secret_path, (SECRET_FILE,)),
+    ("secret", "init"): Command("Create the secret file (0600) if it does not exist; check it if it does.", _secret_init, (SECRET_FILE,)),
+    ("secret", "rotate"): Command("Make a new key; the previous one still verifies for 24 hours.", _secret_rotate, (SECRET_FILE,)),
+    ("tasks", "list"): Command("List the tasks of FILE, oldest first.", _tasks_list, (_file(), STATE_DIR, AS_JSON)),
+    ("tasks", "show"): Command("Show one task: status, arguments, progress, supervisor, outcome.", _tasks_show,
+                               (*WHERE, STATE_DIR, AS_JSON), loose=True),
+    ("tasks", "result"): Command("Print a finished task's output like `mcpwrap call` does; exit 1 when it failed.", _tasks_result, (
+        *WHERE, STATE_DIR, _opt("wait", "--wait", "Wait until the task has finished."), OUTPUT, AS_JSON), loose=True),
+    ("tasks", "cancel"): Command("Cancel a running task (its command's process group is killed); exit 1 if it had finished.",
+                                 _tasks_cancel, (*WHERE, STATE_DIR, AS_JSON), loose=True),
+    ("tasks", "gc"): Command("Remove expired tasks (their ttl has passed) and stale leftovers.", _tasks_gc, (_file(), STATE_DIR, AS_JSON)),
+}
+TOP_OPTIONS = (("--version", "Print the version and exit."),
+               ("--install-completion", "Install completion for the current shell."),
+               ("--show-completion", "Show completion for the current shell, to copy it or customize it."),
+               ("--help", "Show this message and exit."))
+
+
+class UsageError(Exception):
+    """A command line that does not fit the declaration; exit status 2, with the usage line."""
+
+
+def parse(command: Command, words: list[str]) -> dict[str, Any]:
+    """The values of `command`'s parameters, by dest, from its words."""
+    values = {p.dest: [] if p.many else p.default for p in command.params}
+    options = {flag: p for p in command.params for flag in (*p.flags, *([p.off] if p.off else []))}
+    positionals = [p for p in command.params if not p.flags]
+    free: list[str] = []
+    rest = iter(words)
+    for word in rest:
+        if word == "--":
+            free += rest
+            break
+        if not word.startswith("-") or word == "-":
+            free.append(word)
+            continue
+        name, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        param = options.get(name)
+        if (param is None and not command.loose and not word.startswith("--")
+                and options.get(word[:2], Param("", "")).metavar):
+            param, name, eq, inline = options[word[:2]], word[:2], "=", word[2:]     # -oFILE (not for ids)
+        if param is None:
+            if command.loose:
+                free.append(word)
+                continue
+            raise UsageError(f"No such option: {name}")
+        if not param.metavar:
+            if eq:
+                raise UsageError(f"Option '{name}' does not take a value.")
+            values[param.dest] = name != param.off
+            continue
+        value = inline if eq else next(rest, None)
+        if value is None:
+            raise UsageError(f"Option '{name}' requires an argument.")
+        if param.many:
+            values[param.dest].append(value)
+        else:
+            values[param.dest] = value
+    if len(free) > len(positionals):
+        raise UsageError(f"Got unexpected extra argument ({free[len(positionals)]})")
+    values.update((p.dest, word) for p, word in zip(positionals, free))
+    missing = next((p for p in positionals[len(free):] if p.default is REQUIRED), None)
+    if missing is not None:
+        raise UsageError(f"Missing argument '{missing.metavar}'.")
+    return values
+
+
+def _usage(path: tuple[str, ...]) -> str:
+    command = COMMANDS.get(path)
+    if command is None:
+        return f"mcpwrap {' '.join((*path, 'COMMAND'))} [ARGS]...".replace("  ", " ")
+    shown = [p.metavar for p in command.params if not p.flags and not p.hidden]
+    return " ".join(["mcpwrap", *path, *(["[OPTIONS]"] if any(p.flags for p in command.params) else []), *shown])
+
+
+def _help(path: tuple[str, ...]) -> str:
+    """The --help text, from the same declarations the parser reads."""
+    import shutil
+    import textwrap
+
+    width = min(shutil.get_terminal_size().columns, 100)
+    command = COMMANDS.get(path)
+    rows: list[tuple[str, list[tuple[str, str]]]] = []
+    if command is None:
+        subcommands = [(name[-1], COMMANDS[name].help if name in COMMANDS else GROUPS[name])
+                       for name in [*COMMANDS, *GROUPS] if len(name) == len(path) + 1 and name[:-1] == path]
+        rows = [("Options", list(TOP_OPTIONS if not path else TOP_OPTIONS[-1:])), ("Commands", subcommands)]
+        about = GROUPS[path]
+    else:
+        about = command.help
+        rows = [("Arguments", [(p.metavar, p.help) for p in command.params if not p.flags and not p.hidden]),
+                ("Options", [(", ".join(sorted(p.flags, key=len)) + (f" {p.metavar}" if p.metavar else "")
+                              + (f" / {p.off}" if p.off else ""),
+                              p.help + (f" [default: {p.default}]" if isinstance(p.default, str) else ""))
+                             for p in command.params if p.flags] + [TOP_OPTIONS[-1]])]
+    lines = [f"Usage: {_usage(path)}", "", *textwrap.wrap(about, width, initial_indent="  ", subsequent_indent="  ")]
+    for title, entries in rows:
+        if not entries:
+            continue
+        left = min(max(len(name) for name, _ in entries) + 4, 32)
+        lines += ["", f"{title}:"]
+        for name, text in entries:
+            wrapped = [" " * left + w for w in textwrap.wrap(text, max(20, width - left), break_on_hyphens=False)]
+            if len(name) + 4 <= left and wrapped:         # the help starts on the name's line
+                wrapped[0] = f"  {name}".ljust(left) + wrapped[0][left:]
+            else:
+                lines.append(f"  {name}")
+            lines += wrapped
+    return "\n".join(lines) + "\n"
+
+
 def build_app() -> Any:
+    """The typer app of the same declarations: shell completion (`--install-completion`) runs on it."""
+    import inspect
+
     import typer
 
-    app = typer.Typer(
-        name="mcpwrap", no_args_is_help=True, add_completion=True,
-        help="Serve a TOML file of shell commands as an MCP server on stdio.")
-    file_arg = typer.Argument(..., exists=False, dir_okay=False, help="The tools file (TOML).")
+    apps: dict[tuple[str, ...], Any] = {(): typer.Typer(name="mcpwrap", no_args_is_help=True, add_completion=True, help=GROUPS[()])}
+    for path, about in GROUPS.items():
+        if path:
+            apps[path] = typer.Typer(name=path[-1], no_args_is_help=True, help=about)
+            apps[()].add_typer(apps[path], name=path[-1])
 
-    def version_callback(value: bool) -> None:
+    def version(value: bool) -> None:
         if value:
-            from mcpwrap import __version__
-
-            print(f"mcpwrap {__version__}")  # stdout-ok
+            _print_version()
             raise typer.Exit()
 
-    @app.callback()
-    def common(version: bool = typer.Option(False, "--version", callback=version_callback,
-                                            is_eager=True, help="Print the version and exit.")) -> None:
+    @apps[()].callback()
+    def common(show_version: bool = typer.Option(False, "--version", callback=version, is_eager=True,
+                                                 help=TOP_OPTIONS[0][1])) -> None:
         """Serve a TOML file of shell commands as an MCP server on stdio."""
 
-    @app.command()
-    def serve(file: Path = file_arg,
-              state_dir: Optional[str] = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir."),
-              secret_file: Optional[str] = typer.Option(None, "--secret-file", help="The shared requestState secret; env MCPWRAP_SECRET_FILE; default: the user config dir."),
-              log_level: Optional[str] = typer.Option(None, "--log-level", help="What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL."),
-              max_calls: Optional[str] = typer.Option(None, "--max-calls", help="Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS."),
-              max_tasks: Optional[str] = typer.Option(None, "--max-tasks", help="Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS."),
-              watch: bool = typer.Option(True, "--watch/--no-watch", help="Reload the tools file when it changes.")) -> None:
-        """Run the MCP server on stdio: MCP messages on stdout, logs on stderr."""
-        raise SystemExit(serve_command(file, state_dir, secret_file, log_level, watch, max_calls, max_tasks))
+    for path, command in COMMANDS.items():
+        params = []
+        for p in command.params:
+            if not p.flags:
+                info = typer.Argument(p.default, metavar=p.metavar, help=p.help or None, hidden=p.hidden)
+                kind: Any = str if p.default is REQUIRED else Optional[str]
+            else:
+                names = [f"{p.flags[0]}/{p.off}" if p.off else p.flags[0], *p.flags[1:]]
+                kind = bool if not p.metavar else list[str] if p.many else Optional[str]
+                info = typer.Option([] if p.many else p.default if p.metavar or p.off else False, *names,
+                                    help=p.help, metavar=p.metavar or None)
+            params.append(inspect.Parameter(p.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=info, annotation=kind))
 
-    @app.command()
-    def init(file: Path = typer.Argument(Path("tools.toml"), help="Where to write the starter tools file."),
-             force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
-        """Write a commented starter tools file that demonstrates each major feature."""
-        from importlib.resources import files
+        apps[path[:-1]].command(path[-1], context_settings={"ignore_unknown_options": command.loose})(
+            _typer_callback(command, inspect.Signature(params)))
+    return apps[()]
 
-        if file.exists() and not force:
-            _fail(f"{file} already exists; use --force to overwrite it", EXIT_USAGE)
-        file.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
-        print(f"wrote {file}; next: mcpwrap check {file} && mcpwrap call {file} greet --arg name=you")  # stdout-ok
 
-    @app.command()
-    def check(file: Path = file_arg) -> None:
-        """Validate a tools file; problems are printed as FILE:LINE:COL: message."""
-        config = _load(file)
-        print(f"{file}: ok, {len(config.tools)} tool(s)")  # stdout-ok
+def _typer_callback(command: Command, signature: Any) -> Callable[..., None]:
+    """A function typer reads as `command` (by its signature) and that runs it."""
+    def callback(**values: Any) -> None:
+        command.run(**values)
 
-    @app.command("list")
-    def list_tools(file: Path = file_arg,
-                   as_json: bool = typer.Option(False, "--json", help="Print tools and inputSchemas as JSON.")) -> None:
-        """List the tools, their arguments and the inputSchema each gets."""
-        config = _load(file)
-        if as_json:
-            doc = [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-                   for t in config.tools]
-            _print_json(doc)
-            return
-        for tool in config.tools:
-            print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
-            for arg in tool.args:
-                kind = arg.schema.get("type", "any")
-                extra = "" if arg.required else f" (default {arg.schema['default']!r})" if "default" in arg.schema else " (optional)"
-                print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
+    callback.__signature__ = signature  # type: ignore[attr-defined]
+    callback.__doc__ = command.help
+    return callback
 
-    @app.command()
-    def call(file: Path = file_arg,
-             tool: str = typer.Argument(..., help="The tool to run."),
-             arguments: Optional[str] = typer.Argument(None, help="Arguments as one JSON object."),
-             arg: list[str] = typer.Option([], "--arg", "-a", help="NAME=VALUE: the raw text for a string argument, JSON for any other type; repeatable."),
-             output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write image/audio/binary content here (default: a temporary file named on stderr)."),
-             yes: bool = typer.Option(False, "--yes", "-y", help="Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
-             as_json: bool = typer.Option(False, "--json", help="Print the whole result as JSON.")) -> None:
-        """Run one tool the way `serve` would; exit 1 when the result is an error."""
-        import orjson
-        import trio
 
-        from mcpwrap import runner
-        from mcpwrap.protocol.asking import render_confirm
-        from mcpwrap.validation import argument_problems
+def _print_version() -> None:
+    from mcpwrap import __version__
 
-        config = _load(file)
-        spec = config.tool(tool)
-        if spec is None:
-            _fail(f"no tool named {tool!r} in {file} (tools: {', '.join(t.name for t in config.tools)})", EXIT_USAGE)
-        try:
-            args = orjson.loads(arguments) if arguments else {}
-        except orjson.JSONDecodeError as exc:
-            _fail(f"the JSON arguments do not parse: {exc}", EXIT_USAGE)
-        if not isinstance(args, dict):
-            _fail("the JSON arguments must be an object, like '{\"name\": \"value\"}'", EXIT_USAGE)
-        args.update(_typed_arg(spec, a) for a in arg)
-        interactive = sys.stdin.isatty()
-        for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
-            args[missing.name] = _typed_value(spec, missing.name, typer.prompt(missing.schema.get('description', missing.name)))
-        problems = argument_problems(spec, args)
-        if problems:
-            _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
-        if spec.confirm and not yes:
-            question = render_confirm(spec.confirm, runner.with_defaults(spec, args))
-            if not interactive:
-                _fail(f"{tool!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
-            if not typer.confirm(question, default=False, err=True):
-                _fail("declined; nothing ran", EXIT_TOOL_ERROR)
-        progress = _ProgressLine(tool) if sys.stderr.isatty() and spec.progress else None
-        try:
-            result = trio.run(lambda: runner.run(
-                spec, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
-                on_progress=progress.update if progress else None))
-        except runner.ArgumentError as exc:
-            _fail(f"{exc} (nothing ran)", EXIT_USAGE)
-        if progress:
-            progress.clear()
-        if as_json:
-            _print_json(result.to_json())
-        else:
-            _print_text(result.text)
-            _write_binary(result, output)
-        raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
-
-    @app.command()
-    def schema() -> None:
-        """Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML)."""
-        from importlib.resources import files
-
-        sys.stdout.write(files("mcpwrap").joinpath("tools-file.schema.json").read_text())  # stdout-ok
-
-    @app.command("client-config")
-    def client_config(file: Path = file_arg,
-                      client: str = typer.Option("claude-desktop", "--client", "-c",
-                                                 help="claude-desktop, claude-code, cursor or vscode."),
-                      name: Optional[str] = typer.Option(None, "--name", help="The server's key in the config (default: the file's stem).")) -> None:
-        """Print the JSON to paste into an MCP client's config for this tools file."""
-        _load(file)
-        command, args = _self_command()
-        entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(file.resolve())]}
-        key = name or file.stem
-        layouts = {"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
-                   "claude-code": {"mcpServers": {key: {"type": "stdio", **entry}}},
-                   "vscode": {"servers": {key: {"type": "stdio", **entry}}}}
-        if client not in layouts:
-            _fail(f"--client must be one of {', '.join(layouts)} (got {client!r})", EXIT_USAGE)
-        _print_json(layouts[client])
-
-    secret_app = typer.Typer(help="The shared secret that signs requestState (modern confirmations).",
-                             no_args_is_help=True)
-    app.add_typer(secret_app, name="secret")
-    secret_opt = typer.Option(None, "--secret-file", help="The secret file; env MCPWRAP_SECRET_FILE; default: the user config dir.")
-
-    @secret_app.command("path")
-    def secret_path(secret_file: Optional[str] = secret_opt) -> None:
-        """Print where the secret file is (it may not exist yet)."""
-        print(option_value(secret_file, "--secret-file", _default_secret_file))  # stdout-ok
-
-    @secret_app.command("init")
-    def secret_init(secret_file: Optional[str] = secret_opt) -> None:
-        """Create the secret file (0600) if it does not exist; check it if it does."""
-        import time
-
-        from mcpwrap import signing
-
-        path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
-        try:
-            _, created = signing.init_secret(path, time.time())
-        except signing.SecretFileError as exc:
-            _fail(str(exc), EXIT_CONFIG)
-        print(f"{'created' if created else 'ok, already present:'} {path}")  # stdout-ok
-
-    @secret_app.command("rotate")
-    def secret_rotate(secret_file: Optional[str] = secret_opt) -> None:
-        """Make a new key; the previous one still verifies requestState for 24 hours."""
-        import time
-
-        from mcpwrap import signing
-
-        path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
-        try:
-            signing.rotate_secret(path, time.time())
-        except signing.SecretFileError as exc:
-            _fail(str(exc), EXIT_CONFIG)
-        print(f"rotated {path}; the previous key verifies for {signing.ROTATION_GRACE_S / 3600:g} more hours")  # stdout-ok
-
-    # --- mcpwrap tasks ...: the durable task store of one tools file ------------------------
-    tasks_app = typer.Typer(name="tasks", no_args_is_help=True, help=(
-        "List, show, fetch, cancel and collect the durable tasks of a tools file. Exit status: 0 ok; "
-        "1 the task failed, was cancelled or its tool reported an error; 2 usage or unknown task id; "
-        "4 the task is still running (`result` without --wait)."))
-    app.add_typer(tasks_app)
-    state_opt = typer.Option(None, "--state-dir", help="Where durable task records live; env MCPWRAP_STATE_DIR; default: the user state dir.")
-    json_opt = typer.Option(False, "--json", help="Print JSON instead of text.")
-    id_arg = typer.Argument(..., help="A task id, as `mcpwrap tasks list FILE` shows it.")
-
-    def task_store(file: Path, state_dir: Optional[str]) -> Any:
-        from mcpwrap import tasks
-
-        return tasks.Store.for_tools_file(Path(option_value(state_dir, "--state-dir", default_state_dir)), file)
-
-    def task_record(store: Any, task_id: str) -> Any:
-        from mcpwrap.protocol.tasking import TaskLookupError
-
-        try:
-            return store.get(task_id)
-        except TaskLookupError as exc:
-            _no_task(store, task_id, exc.reason)
-
-    @tasks_app.command("list")
-    def tasks_list(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
-        """List the tasks of FILE, oldest first."""
-        from mcpwrap import tasks
-
-        records = sorted(task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
-        if as_json:
-            _print_json([tasks.public_json(r) for r in records])
-            return
-        if not records:
-            print("no tasks")  # stdout-ok
-            return
-        rows = [["ID", "STATUS", "TOOL", "CREATED", "UPDATED", "MESSAGE"]] + [
-            [r.task_id, tasks.display_status(r), r.tool, tasks.local_time(r.created_at),
-             tasks.local_time(r.updated_at), r.status_message or ""] for r in records]
-        print(tasks.table(rows))  # stdout-ok
-
-    @tasks_app.command("show")
-    def tasks_show(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
-                   as_json: bool = json_opt) -> None:
-        """Show one task: status, arguments, progress, supervisor, outcome."""
-        from mcpwrap import tasks
-
-        store = task_store(file, state_dir)
-        record = task_record(store, task_id)
-        if as_json:
-            _print_json(tasks.public_json(record))
-        else:
-            print(tasks.describe(record, store))  # stdout-ok
-
-    @tasks_app.command("result")
-    def tasks_result(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
-                     wait: bool = typer.Option(False, "--wait", help="Wait until the task has finished."),
-                     as_json: bool = json_opt) -> None:
-        """Print a finished task's output like `mcpwrap call` does; exit 1 when it failed."""
-        import time
-
-        from mcpwrap import tasks
-        from mcpwrap.protocol.tasking import stored_result
-
-        store = task_store(file, state_dir)
-        record = task_record(store, task_id)
-        progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
-        while wait and not record.terminal:
-            time.sleep(tasks.RESULT_POLL_S)
-            record = task_record(store, task_id)
-            if progress and record.progress:
-                progress.update(record.progress["progress"], record.progress.get("total"), None)
-        if progress:
-            progress.clear()
-        if not record.terminal:
-            _fail(f"task {task_id} is still {record.status}; use --wait to wait for it", EXIT_PENDING)
-        if as_json:
-            _print_json(record.result if record.result is not None else {"status": record.status, "error": record.error})
-        elif record.result is not None:
-            _print_text(stored_result(record).text)
-        else:
-            print(f"mcpwrap: task {task_id} {record.status}: {record.status_message}", file=sys.stderr)
-        raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
-
-    @tasks_app.command("cancel")
-    def tasks_cancel(file: Path = file_arg, task_id: str = id_arg, state_dir: Optional[str] = state_opt,
-                     as_json: bool = json_opt) -> None:
-        """Cancel a running task (its command's process group is killed); exit 1 if it had finished."""
-        from mcpwrap import tasks
-        from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
-
-        store = task_store(file, state_dir)
-        try:
-            record = store.cancel(task_id)
-        except TaskLookupError as exc:
-            _no_task(store, task_id, exc.reason)
-        except TaskTerminalError as exc:
-            _fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
-        if as_json:
-            _print_json(tasks.public_json(record))
-        else:
-            print(f"cancelled {task_id}")  # stdout-ok
-
-    @tasks_app.command("gc")
-    def tasks_gc(file: Path = file_arg, state_dir: Optional[str] = state_opt, as_json: bool = json_opt) -> None:
-        """Remove expired tasks (their ttl has passed) and stale leftovers."""
-        store = task_store(file, state_dir)
-        removed = store.gc()
-        if as_json:
-            _print_json({"removed": removed, "store": str(store.root)})
-        else:
-            print(f"removed {removed} expired task(s) from {store.root}")  # stdout-ok
-
-    return app
+    print(f"mcpwrap {__version__}")  # stdout-ok
 
 
 SERVE_OPTIONS = {"--state-dir": "MCPWRAP_STATE_DIR", "--secret-file": "MCPWRAP_SECRET_FILE",
@@ -478,6 +997,10 @@ def _default_secret_file() -> Path:
 
 
 def default_state_dir() -> Path:
+    """platformdirs' user state dir; on Linux its XDG rule is written out here, because importing
+    platformdirs costs more than every other step of `mcpwrap list`."""
+    if sys.platform == "linux":
+        return Path(os.environ.get("XDG_STATE_HOME", "").strip() or os.path.expanduser("~/.local/state")) / "mcpwrap"
     import platformdirs
 
     return platformdirs.user_state_path("mcpwrap")
@@ -497,8 +1020,54 @@ def _positive(given: str | None, name: str, default: int) -> int:
     return int(text)
 
 
-def serve_command(file: Path, state_dir: str | None, secret_file: str | None, log_level: str | None,
-                  watch: bool, max_calls: str | None = None, max_tasks: str | None = None) -> int:
+INLINE_TOOLS = Path("(--tool)")          # where problems of the inline form point
+INLINE_PLACEHOLDER = r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?(\?)?\}"
+INLINE_TYPES = ("string", "integer", "number", "boolean")
+
+
+def inline_tools(specs: list[str]) -> str:
+    """The tools file that `--tool NAME=COMMAND` options stand for, as TOML text.
+
+    COMMAND is split into words as a shell would (quotes, no expansion, no shell at run time);
+    a placeholder may say its type and whether it is optional: {path}, {n:integer}, {since?}.
+    The text then goes through `config.loads` like any tools file, so every rule applies.
+    """
+    import re
+    import shlex
+
+    import orjson
+
+    def quoted(text: str) -> str:
+        return orjson.dumps(text).decode()         # a JSON string is a TOML basic string
+
+    blocks = []
+    for spec in specs:
+        name, eq, command = spec.partition("=")
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            _fail(f"--tool {spec!r}: {exc}", EXIT_USAGE)
+        if not eq or not name or not words:
+            _fail(f"--tool {spec!r} must look like NAME=COMMAND, e.g. 'log=git log -n {{n:integer}} -- {{path?}}'", EXIT_USAGE)
+        args: dict[str, tuple[str, bool]] = {}
+
+        def declare(match: re.Match[str]) -> str:
+            kind, optional = match[2] or "string", bool(match[3])
+            if kind not in INLINE_TYPES or args.setdefault(match[1], (kind, optional)) != (kind, optional):
+                _fail(f"--tool {spec!r}: {match[0]} must be one of {', '.join(INLINE_TYPES)}, the same "
+                      "each time the argument appears", EXIT_USAGE)
+            return "{" + match[1] + "}"
+
+        argv = [re.sub(INLINE_PLACEHOLDER, declare, word) for word in words]
+        blocks.append("\n".join([f"[tools.{quoted(name)}]", f"command = {orjson.dumps(argv).decode()}", *(
+            f"args.{arg} = {{ type = {quoted(kind)}{', optional = true' if optional else ''} }}"
+            for arg, (kind, optional) in args.items())]))
+    return "\n\n".join(['[server]\nname = "mcpwrap"', *blocks]) + "\n"
+
+
+def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
+                  watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
+                  tools: list[str] | None = None) -> int:
     from mcpwrap import server, signing
 
     level = option_value(log_level, "--log-level", lambda: "info")
@@ -507,56 +1076,104 @@ def serve_command(file: Path, state_dir: str | None, secret_file: str | None, lo
     state = Path(option_value(state_dir, "--state-dir", default_state_dir))
     calls = _positive(max_calls, "--max-calls", server.Options.max_calls)
     running_tasks = _positive(max_tasks, "--max-tasks", server.Options.max_tasks)
-    config = _load(file, state / "validated")
+    if (file is None) == (not tools):
+        _usage_error(("serve",), "Give a tools FILE or --tool NAME=COMMAND options (not both).")
+    config = _load(file, state / "validated") if file is not None else _loads_inline(inline_tools(tools or []))
+    if sys.stdin.isatty():
+        print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
+              "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
     options = server.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", _default_secret_file)),
-        state_dir=state, watch=watch, log_level=level, max_calls=calls, max_tasks=running_tasks)
+        state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks)
     try:
         return server.run(config, options)
     except signing.SecretFileError as exc:
         _fail(str(exc), EXIT_CONFIG)
 
 
-def _fast_serve(argv: list[str]) -> int | None:
-    """`serve FILE [--state-dir D] [--secret-file F] [--log-level L] [--max-calls N] [--max-tasks N] [--no-watch]`
-    without typer.
-
-    Returns None when the command line needs typer (help, completion, an unknown flag).
-    """
-    values: dict[str, str | None] = dict.fromkeys(SERVE_OPTIONS)
-    files: list[str] = []
-    watch = True
-    rest = iter(argv)
-    for word in rest:
-        name, eq, inline = word.partition("=")
-        if name in SERVE_OPTIONS:
-            values[name] = inline if eq else next(rest, None)
-            if values[name] is None:
-                return None
-        elif word == "--no-watch":
-            watch = False
-        elif word.startswith("-"):
-            return None
-        else:
-            files.append(word)
-    if len(files) != 1:
-        return None
-    return serve_command(Path(files[0]), values["--state-dir"], values["--secret-file"],
-                         values["--log-level"], watch, values["--max-calls"], values["--max-tasks"])
-
-
 def main() -> None:
+    """Dispatch on the declarations above; typer is imported only for shell completion."""
     argv = sys.argv[1:]
-    if argv[:1] == ["serve"]:
-        code = _fast_serve(argv[1:])
-        if code is not None:
-            raise SystemExit(code)
-    from mcpwrap.durable import UnsafePathError
-
-    try:
+    if os.environ.get("_MCPWRAP_COMPLETE") or argv[:1] in (["--install-completion"], ["--show-completion"]):
         build_app()(prog_name="mcpwrap")
-    except UnsafePathError as exc:        # the task store (or a file in it) is not private to us
-        _fail(str(exc), EXIT_CONFIG)
+        return
+    path: tuple[str, ...] = ()
+    while path in GROUPS and argv and not argv[0].startswith("-"):
+        if path + (argv[0],) not in COMMANDS and path + (argv[0],) not in GROUPS:
+            _usage_error(path, f"No such command '{argv[0]}'.")
+        path, argv = path + (argv[0],), argv[1:]
+    words = argv[:argv.index("--")] if "--" in argv else argv
+    command = COMMANDS.get(path)
+    if command is None:
+        if path == () and words[:1] == ["--version"]:
+            _print_version()
+        elif "--help" in words:
+            sys.stdout.write(_help(path))  # stdout-ok
+        elif not argv:                    # a bare group: what it has, and a usage status
+            sys.stderr.write(_help(path))
+            raise SystemExit(EXIT_USAGE)
+        else:
+            _usage_error(path, f"No such option: {argv[0]}")
+        return
+    if "--help" in words:
+        sys.stdout.write(_help(path))  # stdout-ok
+        return
+    try:
+        values = parse(command, argv)
+    except UsageError as exc:
+        _usage_error(path, str(exc))
+    try:
+        command.run(**values)
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:   # Ctrl-C, raised alone or out of a trio nursery
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is None:
+            raise
+        print(file=sys.stderr)            # what ran was stopped on the way out (the runner kills its group)
+        _fail("interrupted", 128 + 2)
+    except BrokenPipeError:               # the reader left (`| head`): stop quietly, as `cat` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nor complain at exit's flush
+        raise SystemExit(EXIT_TOOL_ERROR) from None
+    except Exception as exc:
+        from mcpwrap.durable import UnsafePathError   # here: only a failure pays for the import
+
+        if isinstance(exc, UnsafePathError):          # the task store (or a file in it) is not private to us
+            _fail(str(exc), EXIT_CONFIG)
+        raise
+
+
+def entry() -> NoReturn:
+    """The `mcpwrap` command: `main`, then, for the shell commands, an exit that skips tearing down
+    the interpreter's modules (about 10 ms for trio's alone, a third of what `call` adds to
+    importing trio). Exit handlers still run (the runner's cgroup cleanup is one) and stdio is
+    flushed; a finished command needs nothing else. `serve` ends the ordinary way."""
+    try:
+        main()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if sys.argv[1:2] == ["serve"]:
+        raise SystemExit(code)
+    if code is None:                               # as Python treats SystemExit(None) and SystemExit("text")
+        code = EXIT_OK
+    elif not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = EXIT_TOOL_ERROR
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):     # a reader that left, or a closed stream: nothing to flush to
+            code = code or EXIT_TOOL_ERROR
+    os._exit(code)
+
+
+def _usage_error(path: tuple[str, ...], message: str) -> NoReturn:
+    """As click words it: the usage line, where help is, and what is wrong; exit status 2."""
+    sys.stderr.write(f"Usage: {_usage(path)}\nTry '{' '.join(('mcpwrap', *path, '--help'))}' for help.\n")
+    if message:
+        sys.stderr.write(f"\nError: {message}\n")
+    raise SystemExit(EXIT_USAGE)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ class Tool:
     name: str
     description: str
     args: tuple[Arg, ...]
-    command: tuple[str, ...] | None
+    command: tuple[str | tuple[str, ...], ...] | None   # a tuple in it is an optional group
     shell: str | None
     cwd: Path
     env: Mapping[str, str]
@@ -485,8 +485,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
     misspelt = any(_closest(k, {"command", "shell"}) for k in t if k not in TOOL_KEYS)
     if ("command" in t) == ("shell" in t) and not misspelt:
         r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
-    if command is not None:
-        _check_command(r, key, command, args)
+    argv = _check_command(r, key, command, args) if command is not None else None
     output = r.typed(t, key, "output", str, "text")
     if output not in ("text", "json", "mcp") and not MEDIA_OUTPUT.match(output):
         r.problem(key + ("output",), f"output '{output}' must be \"text\", \"json\", \"mcp\" "
@@ -534,7 +533,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         title=r.typed(t, key, "title", str),
         description=r.typed(t, key, "description", str, ""),
         args=tuple(args),
-        command=tuple(command) if command is not None and all(isinstance(c, str) for c in command) else None,
+        command=argv,
         shell=shell,
         cwd=cwd,
         env=env,
@@ -734,26 +733,64 @@ def _check_placeholders(r: _Reader, key: tuple[str, ...], template: str, args: l
                       + (f" (arguments: {', '.join(sorted(names))})" if names else " (the tool has no arguments)"))
 
 
-def _check_command(r: _Reader, key: tuple[str, ...], command: list[Any], args: list[Arg]) -> None:
+def _check_command(r: _Reader, key: tuple[str, ...], command: list[Any],
+                   args: list[Arg]) -> tuple[str | tuple[str, ...], ...] | None:
+    """Check the argv template and return it as tuples (None when it has a problem).
+
+    An element is a string or, after the program, a group: an array of strings holding at least
+    one placeholder, dropped whole when an argument it names is absent (one level, no flags in it).
+    """
+    ckey = key + ("command",)
     if not command:
-        r.problem(key + ("command",), "command must not be empty")
+        r.problem(ckey, "command must not be empty")
     by_name = {a.name: a for a in args}
+    before = len(r.problems)
+    parts: list[str | tuple[str, ...]] = []
     for i, element in enumerate(command):
+        if isinstance(element, str):
+            if i == 0 and PLACEHOLDER.search(element):
+                r.problem(ckey, "command[0] (the program) cannot be a placeholder")
+            parts.append(_check_element(r, ckey, f"command[{i}]", element, by_name, args))
+        elif isinstance(element, list) and i > 0:
+            parts.append(_check_group(r, ckey, i, element, by_name, args))
+        else:
+            r.problem(ckey, f"command[{i}] must be a string" + (" or an array of strings (a group)" if i else ""))
+    return tuple(parts) if len(r.problems) == before else None
+
+
+def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by_name: dict[str, Arg],
+                 args: list[Arg]) -> tuple[str, ...]:
+    for j, element in enumerate(group):
         if not isinstance(element, str):
-            r.problem(key + ("command",), f"command[{i}] must be a string")
-            continue
-        if i == 0 and PLACEHOLDER.search(element):
-            r.problem(key + ("command",), "command[0] (the program) cannot be a placeholder")
-        _check_placeholders(r, key + ("command",), element, args)
-        found = [by_name[n] for n in placeholders(element) if n in by_name]
-        arrays = [a for a in found if a.schema.get("type") == "array"]
-        if len(arrays) > 1:
-            r.problem(key + ("command",), f"command[{i}] holds two array placeholders; one element can repeat for one array only")
-        for a in found:
-            if a.flag is not None and element != "{" + a.name + "}":
-                r.problem(key + ("command",), f"flag argument '{{{a.name}}}' must be a whole command element")
-            if a.schema.get("type") in ("object",):
-                r.problem(key + ("command",), f"object argument '{a.name}' cannot be a placeholder: pass it on stdin or via a shell tool")
+            r.problem(ckey, f"command[{i}][{j}] must be a string" + ("; groups do not nest" if isinstance(element, list) else ""))
+    elements = tuple(_check_element(r, ckey, f"command[{i}][{j}]", e, by_name, args)
+                     for j, e in enumerate(group) if isinstance(e, str))
+    named = {by_name[n].name: by_name[n] for e in elements for n in placeholders(e) if n in by_name}
+    if not any(PLACEHOLDER.search(e) for e in elements):
+        r.problem(ckey, f"command[{i}] is a group with no placeholder; a group is dropped when "
+                  "its arguments are absent, so it needs at least one")
+    if sum(a.schema.get("type") == "array" for a in named.values()) > 1:
+        r.problem(ckey, f"command[{i}] names two arrays; a group repeats for one array only")
+    for a in named.values():
+        if a.flag is not None:
+            r.problem(ckey, f"command[{i}] holds flag argument '{{{a.name}}}', which drops itself when "
+                      "false: make it a command element of its own")
+    return elements
+
+
+def _check_element(r: _Reader, ckey: tuple[str, ...], where: str, element: str, by_name: dict[str, Arg],
+                   args: list[Arg]) -> str:
+    _check_placeholders(r, ckey, element, args)
+    found = [by_name[n] for n in placeholders(element) if n in by_name]
+    arrays = [a for a in found if a.schema.get("type") == "array"]
+    if len(arrays) > 1:
+        r.problem(ckey, f"{where} holds two array placeholders; one element can repeat for one array only")
+    for a in found:
+        if a.flag is not None and element != "{" + a.name + "}":
+            r.problem(ckey, f"flag argument '{{{a.name}}}' must be a whole command element")
+        if a.schema.get("type") in ("object",):
+            r.problem(ckey, f"object argument '{a.name}' cannot be a placeholder: pass it on stdin or via a shell tool")
+    return element
 
 
 # --- [spool], [resources.NAME], [prompts.NAME]: more of MCP than tools -------------------------
@@ -866,13 +903,12 @@ def _command_tool(r: _Reader, name: str, t: dict[str, Any], key: tuple[str, ...]
     """A resource's or prompt message's command, run exactly like a tool's (same runner, same rules,
     and the server's sandbox, limits and env_inherit)."""
     command = r.typed(t, key, "command", list)
-    if command is not None:
-        _check_command(r, key, command, args)
-        if not all(isinstance(c, str) for c in command):
-            return None
+    argv = _check_command(r, key, command, args) if command is not None else None
+    if command is not None and argv is None:
+        return None
     cwd = _cwd(t, defaults, base_dir)
     return Tool(name=name, description="", args=tuple(args),
-                command=tuple(command) if command is not None else None, shell=r.typed(t, key, "shell", str),
+                command=argv, shell=r.typed(t, key, "shell", str),
                 cwd=cwd, env={**defaults["env"], **_read_env(r, t, key)},
                 timeout_s=r.converted(t, key, "timeout", parse_duration, defaults["timeout"]),
                 max_output=r.converted(t, key, "max_output", parse_size, defaults["max_output"]),

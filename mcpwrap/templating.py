@@ -3,10 +3,13 @@
 A placeholder `{name}` fills part of exactly one argv element and is never
 re-parsed; an absent optional argument drops its element; a boolean with
 `flag` becomes that flag or nothing; an array repeats its element once per
-item. An element whose first character comes from a value and is "-" is
-refused unless a literal "--" element came before it, wherever the
-placeholder sits (with a suffix, after literal-free or empty values), so a
-value can never become an option. `shell` scripts see arguments only as
+item. A group (a nested array of elements) is dropped whole
+when an argument it names is absent. An element whose first character comes
+from a value and is "-" is refused unless a literal "--" element came before
+it, wherever the placeholder sits (with a suffix, after literal-free or empty
+values, inside a group), so a value can never become an option; a value that
+may start with "-" belongs attached to its option ("-e{pattern}",
+"--regexp={pattern}"), and the refusal says so. `shell` scripts see arguments only as
 `MCP_ARG_<NAME>` environment variables (and all of them as JSON in MCP_ARGS).
 """
 
@@ -55,37 +58,75 @@ def _fill(element: str, values: Mapping[str, Any]) -> tuple[str, str | None]:
 
 
 def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
-    """The argv to execute; raises ArgumentError for an unsafe value. A shell tool's script is fixed."""
+    """The argv to execute; raises ArgumentError for an unsafe value. A shell tool's script is fixed.
+
+    A group (a nested array) is kept only when every argument it names is present, and is repeated
+    once per item when it names an array: ["-e", "{patterns}"] gives -e a -e b.
+    """
     if tool.command is None:
         return ["/bin/sh", "-c", tool.shell or ""]
-    argv: list[str] = []
-    after_separator = False
-    for element in tool.command:
-        names = [m[1] for m in PLACEHOLDER.finditer(element)]
-        if not names:
-            argv.append(element)
-            after_separator = after_separator or element == "--"
+    built = _Argv(tool)
+    for part in tool.command:
+        if isinstance(part, str):
+            built.add(part, args)
             continue
+        names = [m[1] for element in part for m in PLACEHOLDER.finditer(element)]
         if any(n not in args for n in names):
-            continue                                   # an absent optional argument drops its element
-        spec = tool.arg(names[0])
+            continue                                   # an absent argument drops its whole group
+        array = next((n for n in names if isinstance(args[n], list)), None)
+        for item in args[array] if array else [None]:
+            for element in part:
+                built.add(element, {**args, array: item} if array else args)
+    return built.argv
+
+
+class _Argv:
+    """The argv being built, with what the dash rule needs: whether a literal "--" has passed,
+    and the literal option just before the current element (for the refusal's advice)."""
+
+    def __init__(self, tool: Tool) -> None:
+        self.tool = tool
+        self.argv: list[str] = []
+        self.separated = False
+        self.option: str | None = None
+
+    def add(self, element: str, args: Mapping[str, Any]) -> None:
+        """Append what one template element produces: nothing, one element, or one per array item."""
+        names = [m[1] for m in PLACEHOLDER.finditer(element)]
+        option, self.option = self.option, None
+        if not names:
+            self.argv.append(element)
+            self.separated = self.separated or element == "--"
+            self.option = element if element.startswith("-") and element != "--" else None
+            return
+        if any(n not in args for n in names):
+            return                                     # an absent optional argument drops its element
+        spec = self.tool.arg(names[0])
         if spec is not None and spec.flag is not None:
             if args[names[0]] is True:
-                argv.append(spec.flag)
-            continue
+                self.argv.append(spec.flag)
+            return
         array = next((n for n in names if isinstance(args[n], list)), None)
         for item in args[array] if array else [None]:
             produced, leader = _fill(element, {**args, array: item} if array else args)
             # What reaches the command decides, not the template's shape: prefix, suffix or an empty
             # value before it, a value-led element starting with "-" would be parsed as an option.
             # (config.py forbids placeholders in command[0], so this never judges the program.)
-            if leader is not None and produced.startswith("-") and not after_separator:
+            if leader is not None and produced.startswith("-") and not self.separated:
                 raise ArgumentError(
                     f"argument '{leader}' starts with '-' where it begins the command element {element!r} "
-                    "and would be read as an option; the tools file can put \"--\" before that element, "
-                    "or attach the value to a literal option (e.g. \"--regexp={pattern}\")")
-            argv.append(produced)
-    return argv
+                    f"and would be read as an option; {_advice(option, element)}")
+            self.argv.append(produced)
+
+
+def _advice(option: str | None, element: str) -> str:
+    """How the tools file can let such a value through: attached to the option it is the value of,
+    or after a "--" when it is an operand."""
+    if option is None:
+        return (f"the tools file can put \"--\" before {element!r} if it is an operand, or attach it to "
+                "its option as one element (e.g. \"--regexp={pattern}\")")
+    joined = f"{option}={element}" if option.startswith("--") else option + element
+    return f"the tools file can attach it to its option as one element, {joined!r} instead of {option!r}, {element!r}"
 
 
 def inherited(tool: Tool, base: Mapping[str, str]) -> dict[str, str]:

@@ -9,6 +9,7 @@ property test builds random templates with `config.loads` and checks
 
 from __future__ import annotations
 
+import re
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -24,7 +25,7 @@ from mcpwrap import config, runner
 from mcpwrap.templating import ArgumentError, build_argv
 
 
-def tool(command: list[str], args: str) -> config.Tool:
+def tool(command: list[Any], args: str) -> config.Tool:
     toml = f"[tools.t]\ncommand = {orjson.dumps(command).decode()}\n{args}"
     found = config.loads(toml.encode(), Path("/tmp/templating.toml")).tool("t")
     assert found is not None
@@ -81,6 +82,58 @@ def test_the_program_is_never_a_value() -> None:
         tool(["{prog}x", "y"], 'args.prog = { type = "string" }')
 
 
+def test_the_refusal_advises_attaching_a_value_to_its_option() -> None:
+    short = tool(["rg", "-e", "{pattern}", "--", "{path}"], 'args.pattern = { type = "string" }\nargs.path = { type = "string" }')
+    with pytest.raises(ArgumentError) as refused:
+        build_argv(short, {"pattern": "-> None", "path": "."})
+    assert "'-e{pattern}' instead of '-e', '{pattern}'" in str(refused.value) and '"--"' not in str(refused.value)
+    long = tool(["grep", "--regexp", "{pattern}"], 'args.pattern = { type = "string" }')
+    with pytest.raises(ArgumentError, match="'--regexp={pattern}' instead of '--regexp', '{pattern}'"):
+        build_argv(long, {"pattern": "-v"})
+    operand = tool(["ls", "{path}"], 'args.path = { type = "string" }')
+    with pytest.raises(ArgumentError, match="put \"--\" before '{path}' if it is an operand"):
+        build_argv(operand, {"path": "-R"})
+    attached = tool(["rg", "-e{pattern}", "--regexp={pattern}"], 'args.pattern = { type = "string" }')
+    assert build_argv(attached, {"pattern": "-> None"}) == ["rg", "-e-> None", "--regexp=-> None"]
+
+
+def test_a_group_is_dropped_whole_when_its_argument_is_absent() -> None:
+    pytest_k = tool(["pytest", ["-k", "{k}"], "{path}"],
+                    'args.k = { type = "string", optional = true }\nargs.path = { type = "string", default = "tests" }')
+    assert build_argv(pytest_k, {"path": "tests"}) == ["pytest", "tests"]
+    assert build_argv(pytest_k, {"k": "slow", "path": "t"}) == ["pytest", "-k", "slow", "t"]
+    with pytest.raises(ArgumentError, match="'-k{k}' instead of '-k', '{k}'"):
+        build_argv(pytest_k, {"k": "-x", "path": "t"})         # a group keeps the first-character rule
+    since = tool(["git", "log", ["--since", "{since}", "--until={until}"], ["-n", "{n}"]],
+                 'args.since = { type = "string", optional = true }\nargs.until = { type = "string", optional = true }\n'
+                 'args.n = { type = "integer", optional = true }')
+    assert build_argv(since, {"since": "monday", "n": 3}) == ["git", "log", "-n", "3"]   # every name must be present
+    assert build_argv(since, {"since": "monday", "until": "friday"}) == ["git", "log", "--since", "monday", "--until=friday"]
+    repeated = tool(["grep", ["-e", "{patterns}"], "--", "{file}"],
+                    'args.patterns = { type = "array", items = { type = "string" } }\nargs.file = { type = "string" }')
+    assert build_argv(repeated, {"patterns": ["a", "b"], "file": "f"}) == ["grep", "-e", "a", "-e", "b", "--", "f"]
+    assert build_argv(repeated, {"patterns": [], "file": "f"}) == ["grep", "--", "f"]
+
+
+@pytest.mark.parametrize(("command", "message"), [
+    (["pytest", ["-q"], "{k}"], r"command\[1\] is a group with no placeholder"),
+    (["pytest", []], r"command\[1\] is a group with no placeholder"),
+    (["pytest", ["-k", ["{k}"]]], r"command\[1\]\[1\] must be a string; groups do not nest"),
+    (["pytest", ["-k", 3]], r"command\[1\]\[1\] must be a string"),
+    ([["pytest"], "{k}"], r"command\[0\] must be a string"),
+    (["ls", ["{v}"]], r"command\[1\] holds flag argument '\{v\}'"),
+    (["ls", ["{a}", "{b}"]], r"command\[1\] names two arrays"),
+    (["ls", ["-k", "{nope}"]], r"placeholder '\{nope\}' names no argument"),
+])
+def test_bad_groups_are_located_errors(command: list[Any], message: str) -> None:
+    args = ('args.k = { type = "string", optional = true }\nargs.v = { type = "boolean", flag = "-v", default = false }\n'
+            'args.a = { type = "array", items = { type = "string" }, optional = true }\n'
+            'args.b = { type = "array", items = { type = "string" }, optional = true }')
+    with pytest.raises(config.ConfigError) as error:
+        tool(command, args)
+    assert any(p.line == 2 and p.col == 1 and re.search(message, p.message) for p in error.value.problems), error.value
+
+
 # --- property: random templates, values that start with "-" or are empty -------------------------------
 
 SCALARS = ("s0", "s1", "n")
@@ -104,8 +157,8 @@ piece_lists = st.lists(st.sampled_from((*SCALARS, "arr")).map(lambda name: ("", 
 
 
 @st.composite
-def element(draw: Any) -> list[Piece]:
-    kind = draw(st.sampled_from(["pieces"] * 6 + ["flag", "separator"]))
+def simple(draw: Any, flag: bool = True) -> list[Piece]:
+    kind = draw(st.sampled_from(["pieces"] * 6 + ["flag"] * flag + ["separator"]))
     if kind != "pieces":
         return [("", "f")] if kind == "flag" else [("--", None)]
     drawn: list[Piece] = draw(piece_lists)
@@ -113,42 +166,69 @@ def element(draw: Any) -> list[Piece]:
     return drawn if len(arrays) < 2 else [piece for i, piece in enumerate(drawn) if i not in arrays[1:]]
 
 
+def named(pieces: list[Piece]) -> set[str]:
+    return {name for _, name in pieces if name is not None}
+
+
+# A group: 1-3 elements with no flag argument and at least one placeholder (what config accepts).
+groups = st.lists(simple(flag=False), min_size=1, max_size=3).filter(lambda g: any(map(named, g))).map(tuple)
+element = st.one_of(simple(), simple(), simple(), groups)
+Part = list[Piece] | tuple[list[Piece], ...]
+
+
 def template_text(pieces: list[Piece]) -> str:
     return "".join(text if name is None else "{" + name + "}" for text, name in pieces)
 
 
+def template(part: Part) -> str | list[str]:
+    return template_text(part) if isinstance(part, list) else [template_text(p) for p in part]
+
+
 @cache
-def cached_tool(command: tuple[str, ...]) -> config.Tool:
-    return tool(list(command), ARGS)
+def cached_tool(command: str) -> config.Tool:
+    return tool(orjson.loads(command), ARGS)
 
 
-def expected(template: list[list[Piece]], args: dict[str, Any]) -> tuple[list[str], bool]:
+def expected(parts: list[Part], args: dict[str, Any]) -> tuple[list[str], bool]:
     """The oracle: the argv, and whether some value would lead an element with '-' before a literal '--'."""
     argv, refused, separated = ["prog"], False, False
-    for pieces in template:
-        names = {name for _, name in pieces if name is not None}
+
+    def emit(pieces: list[Piece], args: dict[str, Any]) -> None:
+        nonlocal refused, separated
+        names = named(pieces)
         if pieces == [("--", None)]:
             separated = True
         if any(name not in args for name in names):
-            continue
+            return
         if names == {"f"}:
-            argv += ["-v"] if args["f"] else []
-            continue
-        for item in args["arr"] if "arr" in names else [None]:
-            texts = [(text, False) if name is None else (str(item if name == "arr" else args[name]), True)
+            argv.extend(["-v"] if args["f"] else [])
+            return
+        for item in args["arr"] if "arr" in names and isinstance(args["arr"], list) else [None]:
+            texts = [(text, False) if name is None else (str(item if item is not None and name == "arr" else args[name]), True)
                      for text, name in pieces]
             lead = next(((text, from_value) for text, from_value in texts if text), ("", False))
             refused = refused or (lead[1] and lead[0].startswith("-") and not separated)
             argv.append("".join(text for text, _ in texts))
+
+    for part in parts:
+        if isinstance(part, list):
+            emit(part, args)
+            continue
+        names = set().union(*map(named, part))
+        if any(name not in args for name in names):
+            continue                                   # a group goes whole, its literals too
+        for item in args["arr"] if "arr" in names else [None]:
+            for pieces in part:
+                emit(pieces, {**args, "arr": item} if "arr" in names else args)
     return argv, refused
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(element(), min_size=1, max_size=6), arguments)
-def test_no_value_ever_leads_an_element_with_a_dash(template: list[list[Piece]], args: dict[str, Any]) -> None:
-    want, must_refuse = expected(template, args)
+@given(st.lists(element, min_size=1, max_size=6), arguments)
+def test_no_value_ever_leads_an_element_with_a_dash(parts: list[Part], args: dict[str, Any]) -> None:
+    want, must_refuse = expected(parts, args)
     try:
-        argv = build_argv(cached_tool(("prog", *map(template_text, template))), args)
+        argv = build_argv(cached_tool(orjson.dumps(["prog", *map(template, parts)]).decode()), args)
     except ArgumentError:
         assert must_refuse, "refused although no value would lead an element with '-'"
         return
