@@ -413,9 +413,15 @@ def _self_command() -> tuple[str, list[str]]:
 
 # --- the commands: plain functions, called with the parsed values by name ---------------------
 def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
-           max_calls: str | None, max_tasks: str | None, watch: bool) -> NoReturn:
+           max_calls: str | None, max_tasks: str | None, watch: bool, read_only: bool, only: list[str],
+           exclude: list[str]) -> NoReturn:
+    from mcpwrap.config import Toolset
+
+    def names(values: list[str]) -> frozenset[str]:
+        return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
+
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
-                                   max_calls, max_tasks, tool))
+                                   max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude))))
 
 
 def _init(file: str, force: bool, from_help: str | None) -> None:
@@ -511,6 +517,41 @@ def _check(file: str, strict: bool, secret_file: str | None) -> None:
     if missing and strict:
         raise SystemExit(EXIT_CONFIG)
     print(f"{file}: ok, {len(config.tools)} tool(s)")  # stdout-ok
+    for tool in config.tools:
+        for line in confinement_report(tool):
+            print(line)  # stdout-ok
+
+
+def confinement_report(tool: Any) -> list[str]:
+    """A tool's effective sandbox, limits and environment policy, and what this kernel enforces of them."""
+    from mcpwrap import landlock, limits
+
+    def verdict(gaps: list[str], required: bool) -> list[str]:
+        return [f"    NOT ENFORCED HERE: {gap}" for gap in gaps] + (
+            [f"    so its calls {'are refused (required = true)' if required else 'run anyway (required = false)'}"]
+            if gaps else [])
+
+    lines = []
+    if (sandbox := tool.sandbox) is not None:
+        policy = landlock.Policy(read=sandbox.read, write=sandbox.write, network=sandbox.network)
+        abi = landlock.abi()
+        lines += [f"{tool.name}: sandbox: read {' '.join(sandbox.read)}",
+                  f"    write {' '.join(sandbox.write) or '(nothing)'} and a private TMPDIR; "
+                  f"network {'allowed' if sandbox.network else 'denied (TCP)'}",
+                  *(f"    {line}" for line in (landlock.describe(policy, abi) if abi else [])),
+                  *verdict(landlock.missing(policy, abi), sandbox.required)]
+    if (limited := tool.limits) is not None:
+        how = limits.available()
+        set_ = [name for name in ("memory", "cpu", "processes", "open_files", "file_size")
+                if getattr(limited, "cpu_s" if name == "cpu" else name) is not None]
+        lines += [f"{tool.name}: limits: " + "; ".join(
+                      limits.sentence(limited, name).removeprefix("exceeded ").replace(" limit ", " ")
+                      + f" ({how.get(name, 'not enforceable here')})" for name in set_),
+                  *verdict(limits.missing(limited), limited.required)]
+    if tool.env_inherit is not True:
+        passed = ", ".join(("PATH", *tool.env_inherit)) if tool.env_inherit else "PATH"
+        lines.append(f"{tool.name}: environment: only {passed} of the server's, plus its env table")
+    return lines
 
 
 def _list(file: str, as_json: bool) -> None:
@@ -791,7 +832,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("log_level", "--log-level", "What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL.", "LEVEL"),
         _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
         _opt("max_tasks", "--max-tasks", "Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS.", "N"),
-        _opt("watch", "--watch", "Reload the tools file when it changes (--no-watch: do not).", default=True, off="--no-watch"))),
+        _opt("watch", "--watch", "Reload the tools file when it changes (--no-watch: do not).", default=True, off="--no-watch"),
+        _opt("read_only", "--read-only", "Serve only the tools annotated readOnlyHint = true."),
+        _opt("only", "--only", "Serve only these tools (comma-separated names; repeatable).", "NAME,...", many=True),
+        _opt("exclude", "--exclude", "Do not serve these tools (comma-separated names; repeatable).", "NAME,...", many=True))),
     ("init",): Command("Write a commented starter tools file that demonstrates each major feature.", _init, (
         Param("file", "Where to write the starter tools file.", metavar="[FILE]", default="tools.toml"),
         _opt("force", "--force", "Overwrite an existing file."),
@@ -1067,8 +1111,9 @@ def inline_tools(specs: list[str]) -> str:
 
 def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
-                  tools: list[str] | None = None) -> int:
+                  tools: list[str] | None = None, toolset: Any = None) -> int:
     from mcpwrap import server, signing
+    from mcpwrap.config import Toolset
 
     level = option_value(log_level, "--log-level", lambda: "info")
     if level not in server.LEVELS:
@@ -1079,12 +1124,19 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     if (file is None) == (not tools):
         _usage_error(("serve",), "Give a tools FILE or --tool NAME=COMMAND options (not both).")
     config = _load(file, state / "validated") if file is not None else _loads_inline(inline_tools(tools or []))
+    toolset = toolset or Toolset()
+    if unknown := toolset.unknown(config):
+        _usage_error(("serve",), f"--only/--exclude name tools {config.path} does not define: {', '.join(unknown)}")
+    config = toolset.apply(config)
+    if not config.tools and (toolset.read_only or toolset.only):
+        _fail("--read-only/--only leave no tool to serve", EXIT_USAGE)
     if sys.stdin.isatty():
         print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
               "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
     options = server.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", _default_secret_file)),
-        state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks)
+        state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
+        toolset=toolset)
     try:
         return server.run(config, options)
     except signing.SecretFileError as exc:

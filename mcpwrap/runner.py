@@ -508,19 +508,24 @@ def _inherited_env() -> dict[str, str]:
     return dict(os.environ)
 
 
-def confinement_gaps(tool: Tool) -> tuple[str, ...]:
-    """What this machine cannot enforce of the tool's sandbox and limits (empty: all of it)."""
+def confinement_gaps(tool: Tool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What this machine cannot enforce of the tool's sandbox and limits: (what refuses its calls,
+    what its author let it run without: `required = false`)."""
     return _gaps(tool.sandbox, tool.limits)
 
 
 @functools.cache
-def _gaps(sandbox: Sandbox | None, call_limits: Limits | None) -> tuple[str, ...]:
-    gaps = []
+def _gaps(sandbox: Sandbox | None, call_limits: Limits | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    refused: list[str] = []
+    tolerated: list[str] = []
     if sandbox is not None:
-        gaps += landlock.missing(_policy(sandbox), landlock.abi())
+        (refused if sandbox.required else tolerated).extend(landlock.missing(_policy(sandbox), landlock.abi()))
     if call_limits is not None:
-        gaps += limits.missing(call_limits, _server_cgroup())
-    return tuple(gaps)
+        (refused if call_limits.required else tolerated).extend(limits.missing(call_limits, _server_cgroup()))
+    return tuple(refused), tuple(tolerated)
+
+
+_warned: set[tuple[str, tuple[str, ...]]] = set()   # each tool's tolerated gaps are logged once
 
 
 def _policy(sandbox: Sandbox, temp_root: str | None = None) -> landlock.Policy:
@@ -830,11 +835,15 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     if problems:          # checked when the call was accepted; a file may have changed since
         raise ArgumentError("; ".join(problems))
     argv = build_argv(tool, args)
-    gaps = confinement_gaps(tool) if tool.sandbox or tool.limits else ()
-    required = (tool.sandbox is not None and tool.sandbox.required) or (tool.limits is not None and tool.limits.required)
-    if gaps and required:
-        return error_result(f"'{tool.name}' asks for confinement this machine cannot enforce: "
-                            + "; ".join(gaps) + " (set required = false to run it anyway); nothing ran")
+    if tool.sandbox or tool.limits:
+        refused, tolerated = confinement_gaps(tool)
+        if refused:
+            return error_result(f"'{tool.name}' asks for confinement this machine cannot enforce: "
+                                + "; ".join(refused) + " (set required = false to run it anyway); nothing ran")
+        if tolerated and (tool.name, tolerated) not in _warned:
+            _warned.add((tool.name, tolerated))
+            on_warning(f"'{tool.name}' runs without what this machine cannot enforce "
+                       f"(required = false): {'; '.join(tolerated)}")
     tag = secrets.token_hex(8)
     env = {**build_env(tool, args, _inherited_env()), CALL_ENV: tag}
     if (task_id := os.environ.get(TASK_ENV)) is not None:   # set by the supervisor after any copy

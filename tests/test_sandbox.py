@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 
 from mcpwrap import landlock, limits
 from tests import procs
-from tests.harness import MODERN, Server, modern_meta
+from tests.harness import MODERN, Server, mcpwrap_cmd, modern_meta
 
 PY = sys.executable
 # What the test interpreter needs to start inside a sandbox: its installation and the venv.
@@ -146,6 +147,37 @@ sandbox = { network = false, required = false }
         assert refused["isError"] and "nothing ran" in _text(refused) and "ABI 4" in _text(refused)
         assert "ran" not in _text(refused).replace("nothing ran", "")
         assert _text(_call(s, "lenient")).strip() == "ran"
+        assert "ABI 4" in s.wait_stderr("'lenient' runs without what this machine cannot enforce")
+
+
+def test_check_prints_each_tools_confinement_and_what_is_not_enforced(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.toml"
+    tools.write_text("""
+[tools.strict]
+command = ["echo", "ran"]
+sandbox = { network = false }
+limits = { memory = "64MiB", cpu = "5s" }
+env_inherit = ["LANG"]
+
+[tools.lenient]
+command = ["echo", "ran"]
+sandbox = { network = false, required = false }
+
+[tools.plain]
+command = ["echo", "ran"]
+""")
+    done = subprocess.run(mcpwrap_cmd("check", str(tools)), capture_output=True, text=True, timeout=60,
+                          env={**os.environ, landlock.ABI_ENV: "3"})
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    strict, lenient = out.split("lenient: sandbox:")
+    assert "strict: sandbox: read" in strict and "network denied" in strict
+    assert "NOT ENFORCED HERE: network = false needs Landlock ABI 4 (this kernel has ABI 3)" in strict
+    assert "so its calls are refused (required = true)" in strict
+    assert "strict: limits: memory 64MiB (" in strict and "cpu 5s (RLIMIT_CPU" in strict
+    assert "strict: environment: only PATH, LANG of the server's" in strict
+    assert "so its calls run anyway (required = false)" in lenient
+    assert "plain:" not in out
 
 
 def test_limits_name_what_stopped_the_call(tmp_path: Path) -> None:
@@ -237,3 +269,32 @@ args.path = {{ type = "string", format = "path", within = ["{data}"], must_exist
         assert not marks.exists()                     # refused before anything ran
         assert _text(call(str(data / "inside.txt"))["result"]).strip() == "fine"
         assert marks.read_text() == "ran\n"
+def test_toolsets_select_what_is_served(tmp_path: Path) -> None:
+    toml = """
+[tools.look]
+command = ["echo", "look"]
+annotations = { readOnlyHint = true }
+
+[tools.change]
+command = ["echo", "change"]
+
+[tools.other]
+command = ["echo", "other"]
+annotations = { readOnlyHint = true }
+"""
+    def names(*extra: str) -> list[str]:
+        with _serve(tmp_path, toml, *extra) as s:
+            return sorted(t["name"] for t in s.call("tools/list", {})["result"]["tools"])
+
+    assert names("--read-only") == ["look", "other"]
+    assert names("--only", "change,look") == ["change", "look"]
+    assert names("--exclude", "other") == ["change", "look"]
+    with _serve(tmp_path, toml, "--read-only") as s:
+        hidden = s.call("tools/call", {"name": "change", "arguments": {}})
+        assert "change" in json.dumps(hidden) and "unknown tool" in json.dumps(hidden).lower()
+        assert _text(_call(s, "look")).strip() == "look"
+    tools = tmp_path / "tools.toml"
+    bad = subprocess.run(mcpwrap_cmd("serve", str(tools), "--only", "look,nope"), capture_output=True, text=True,
+                         stdin=subprocess.DEVNULL, timeout=60)
+    assert bad.returncode == 2 and "nope" in bad.stderr
+
