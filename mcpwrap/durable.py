@@ -76,6 +76,20 @@ def private_dir(directory: Path, create: bool = True) -> int:
     return open_private(directory, directory=True)
 
 
+def private_tree(root: Path, create: bool) -> bool:
+    """STATE_DIR/<digest>/<root> checked private at every level (made 0700 first with `create`);
+    False when it does not exist yet."""
+    state_dir = root.parent.parent
+    try:
+        if create:
+            state_dir.parent.mkdir(parents=True, exist_ok=True)
+        for directory in (state_dir, root.parent, root):
+            os.close(private_dir(directory, create))
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:

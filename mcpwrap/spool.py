@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcpwrap.durable import open_private, private_dir
+from mcpwrap.durable import open_private, private_tree
 
 STREAMS = ("stdout", "stderr")
 CALL_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -105,16 +105,8 @@ class Spool:
     def _ready(self, create: bool) -> bool:
         if self._checked:
             return True
-        state_dir = self.root.parent.parent
-        try:
-            if create:
-                state_dir.parent.mkdir(parents=True, exist_ok=True)
-            for directory in (state_dir, self.root.parent, self.root):
-                os.close(private_dir(directory, create))
-        except FileNotFoundError:
-            return False
-        self._checked = True
-        return True
+        self._checked = private_tree(self.root, create)
+        return self._checked
 
     # --- writing --------------------------------------------------------------------------------
     def new_call(self) -> str:

@@ -90,7 +90,7 @@ import trio
 
 from mcpwrap import config as config_module
 from mcpwrap import runner, signing
-from mcpwrap.durable import UnsafePathError, open_private, private_dir, write_atomic
+from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
 from mcpwrap.spool import Spool
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
@@ -189,16 +189,8 @@ class Store:
         with `create`, make what is missing 0700 first. False: there is no store yet."""
         if self._checked:
             return True
-        state_dir = self.root.parent.parent
-        try:
-            if create:
-                state_dir.parent.mkdir(parents=True, exist_ok=True)
-            for directory in (state_dir, self.root.parent, self.root):
-                os.close(private_dir(directory, create))
-        except FileNotFoundError:
-            return False
-        self._checked = True
-        return True
+        self._checked = private_tree(self.root, create)
+        return self._checked
 
     def open_file(self, path: Path, flags: int = os.O_RDONLY) -> int:
         """A file of the store, checked (`durable.open_private`); O_CREAT makes the store first."""
