@@ -298,3 +298,34 @@ annotations = { readOnlyHint = true }
                          stdin=subprocess.DEVNULL, timeout=60)
     assert bad.returncode == 2 and "nope" in bad.stderr
 
+
+
+@needs_landlock
+def test_a_sandboxed_tool_run_as_a_task_is_confined_too(tmp_path: Path) -> None:
+    """A durable task runs in a supervisor, not in the server: the sandbox goes with the tool."""
+    secret = tmp_path / "home" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("TASK SECRET")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "ok.txt").write_text("task inside")
+    tools = tmp_path / "tools.toml"
+    tools.write_text("""
+[server]
+cwd = "work"
+[tools.cat]
+command = ["cat", "--", "{path}"]
+task = "optional"
+sandbox = { read = ["{cwd}"] }
+args.path = { type = "string" }
+""")
+
+    def as_task(path: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(mcpwrap_cmd("call", str(tools), "cat", "--task", "--arg", f"path={path}",
+                                          "--state-dir", str(tmp_path / "state"), "--secret-file", str(tmp_path / "key")),
+                              capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    denied = as_task(str(secret))
+    assert denied.returncode == 1 and "TASK SECRET" not in denied.stdout + denied.stderr, denied
+    assert "Permission denied" in denied.stdout + denied.stderr
+    allowed = as_task("ok.txt")
+    assert allowed.returncode == 0 and "task inside" in allowed.stdout, allowed
