@@ -51,6 +51,8 @@ LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "l
 CORE_TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
 MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"}) | CONTENT_METHODS
 EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+# Methods no legacy revision has: such a request is modern even when its _meta envelope is missing.
+MODERN_ONLY_METHODS = (MODERN_METHODS | EXTENSION_TASK_METHODS) - LEGACY_METHODS - CORE_TASK_METHODS
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 # JSON-RPC error codes mcpwrap may send, per era (2026 adds -32020..-32022, drops -32002/-32042).
