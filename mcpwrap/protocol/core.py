@@ -494,6 +494,11 @@ class Core:
             return [self._refused(ctx, error_result(
                 f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "
                 "client cannot be asked (it declared no elicitation capability); nothing ran"), pending.as_task)]
+        if not question.fits(ctx.rev):
+            return [self._refused(ctx, error_result(
+                f"tool '{pending.tool.name}' needs {question.purpose} from the user, and a list of choices cannot "
+                f"be asked for in protocol revision {ctx.rev.version} (multi-select forms came in 2025-11-25); "
+                "nothing ran"), pending.as_task)]
         ask_id = next(self.ask_ids)
         self.asks[ask_id] = replace(pending, question=question)
         self.inflight[ctx.id] = ctx

@@ -25,8 +25,10 @@ _FIRST: dict[str, str] = {
     "resource.title": "2025-06-18",       # title on Resource, ResourceTemplate, Prompt, PromptArgument
     "implementation.title": "2025-06-18",
     "elicitation": "2025-06-18",
+    "elicitation.enum_names": "2025-06-18",    # enum + enumNames (legacy titles; 2025-11-25 keeps it, deprecated)
     "elicitation.defaults": "2025-11-25",
-    "elicitation.multiselect": "2025-11-25",
+    "elicitation.titled_enum": "2025-11-25",   # oneOf [{const, title}]
+    "elicitation.multiselect": "2025-11-25",   # type array: items.enum, or items.anyOf [{const, title}]
     "implementation.description": "2025-11-25",
     "error.id_optional": "2025-11-25",
     "invalid_arguments.as_result": "2025-11-25",
