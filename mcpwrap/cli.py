@@ -278,10 +278,14 @@ def _ask(arg: Any) -> Any:
     """Prompt on the terminal for an elicited argument, showing what it accepts, until an answer fits."""
     from jsonschema import Draft202012Validator   # only when a human is asked
 
+    from mcpwrap.config import string_consts
+
     schema = arg.schema
-    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-    allowed = schema.get("enum") or items.get("enum")
     kind = schema.get("type", "any")
+    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    titled: Any = schema.get("oneOf") if kind == "string" else items.get("anyOf")
+    allowed = schema.get("enum") or items.get("enum") or (
+        [f"{v['const']} ({v.get('title', v['const'])})" for v in titled] if string_consts(titled) else None)
     shown = "/".join(map(str, allowed)) if allowed else "true/false" if kind == "boolean" else kind
     several = " (several: a,b)" if kind == "array" else ""
     default = f", default {_json_text(schema['default'])}" if "default" in schema else ""
@@ -294,13 +298,14 @@ def _ask(arg: Any) -> Any:
         text = line.rstrip("\n")
         if not text and "default" in schema:
             return schema["default"]
-        try:
-            value = _parsed(arg, text)
-        except ValueError as exc:
-            print(f"  {exc}; try again", file=sys.stderr)
-            continue
-        if kind == "array" and not isinstance(value, list):
-            value = [part.strip() for part in text.split(",") if part.strip()]
+        if kind == "array" and not text.lstrip().startswith("["):     # a,b as the prompt offers it
+            value: Any = [part.strip() for part in text.split(",") if part.strip()]
+        else:
+            try:
+                value = _parsed(arg, text)
+            except ValueError as exc:
+                print(f"  {exc}; try again", file=sys.stderr)
+                continue
         problem = next(Draft202012Validator(schema).iter_errors(value), None)
         if problem is None:
             return value
@@ -516,7 +521,9 @@ def _check(file: str, strict: bool, secret_file: str | None) -> None:
     _check_secret(config, secret_file)
     if missing and strict:
         raise SystemExit(EXIT_CONFIG)
-    print(f"{file}: ok, {len(config.tools)} tool(s)")  # stdout-ok
+    more = "".join(f", {len(items)} {kind}(s)" for kind, items in (("resource", config.resources),
+                                                                    ("prompt", config.prompts)) if items)
+    print(f"{file}: ok, {len(config.tools)} tool(s){more}")  # stdout-ok
     for tool in config.tools:
         for line in confinement_report(tool):
             print(line)  # stdout-ok
@@ -556,18 +563,38 @@ def confinement_report(tool: Any) -> list[str]:
 
 def _list(file: str, as_json: bool) -> None:
     config = _load(Path(file))
-    if as_json:
-        _print_json([{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-                     for t in config.tools])
+    if as_json:      # as `serve` lists them (tools with the inputSchema each gets)
+        from mcpwrap.protocol.prompts import render_prompt
+        from mcpwrap.protocol.resources import render_resource
+        from mcpwrap.protocol.revisions import LATEST_LEGACY
+
+        _print_json({"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                               for t in config.tools],
+                     "resources": [render_resource(r, LATEST_LEGACY) for r in config.resources],
+                     "prompts": [render_prompt(p, LATEST_LEGACY) for p in config.prompts]})
         return
     for tool in config.tools:
         print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
-        for arg in tool.args:
-            kind = arg.schema.get("type", "any")
-            kind = " or ".join(kind) if isinstance(kind, list) else kind
-            extra = ("" if arg.required else f" (default {_json_text(arg.schema['default'])})"
-                     if "default" in arg.schema else " (optional)")
-            print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
+        _print_args(tool.args)
+    for resource in config.resources:
+        print(f"resource {resource.name}  {resource.uri or resource.uri_template}  "  # stdout-ok
+              f"{resource.description or resource.title or ''}".rstrip())
+        _print_args(resource.tool.args if resource.tool and resource.uri_template else ())
+    for prompt in config.prompts:
+        print(f"prompt {prompt.name}  {prompt.description or prompt.title or ''}".rstrip())  # stdout-ok
+        for parg in prompt.args:
+            choices = f" ({'/'.join(parg.enum)})" if parg.enum else ""
+            print(f"    {parg.name}: {'required' if parg.required else 'optional'}{choices}  "  # stdout-ok
+                  f"{parg.description or ''}".rstrip())
+
+
+def _print_args(args: Any) -> None:
+    for arg in args:
+        kind = arg.schema.get("type", "any")
+        kind = " or ".join(kind) if isinstance(kind, list) else kind
+        extra = ("" if arg.required else f" (default {_json_text(arg.schema['default'])})"
+                 if "default" in arg.schema else " (optional)")
+        print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
 
 
 def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: str | None, yes: bool,
@@ -630,6 +657,112 @@ def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: s
         _print_text(_streamed_text(result))
         _write_binary(result, target)
     raise SystemExit(EXIT_TOOL_ERROR if result.is_error else EXIT_OK)
+
+
+def _read(file: str, uri: str, output: str | None, state_dir: str | None, as_json: bool) -> NoReturn:
+    """Read a resource as `serve` would; an output URI gives its whole stream (from `offset`, or
+    `length` bytes of it). Text goes to stdout, binary contents to files as `call` writes them."""
+    import trio
+
+    from mcpwrap import sources
+    from mcpwrap.protocol import resources
+    from mcpwrap.protocol.revisions import LATEST_LEGACY
+    from mcpwrap.protocol.tools import ProtocolError
+    from mcpwrap.result import ToolResult
+
+    config = _load(Path(file))
+    spool = _spool(config, state_dir)
+    try:
+        target = resources.resolve(config, uri, LATEST_LEGACY)
+        outcome = (_output_stream(spool, target, uri) if isinstance(target, resources.OutputPage)
+                   else trio.run(sources.read, target, spool))
+    except ProtocolError as exc:
+        _content_failed(exc)
+    contents = outcome if isinstance(outcome, list) else []
+    if as_json:
+        _print_json({"contents": [resources.contents_json(c) for c in contents]})
+        raise SystemExit(EXIT_OK)
+    for item in contents:
+        if item.text is not None:
+            _print_text(item.text)
+    _write_binary(ToolResult(tuple(c for c in contents if c.blob is not None)), Path(output) if output else None)
+    raise SystemExit(EXIT_OK)
+
+
+def _spool(config: Any, state_dir: str | None) -> Any:
+    """The tools file's output spool, where `serve` keeps output beyond the cap."""
+    from mcpwrap.spool import Spool
+
+    return Spool.for_tools_file(_state_path(state_dir), config.path, config.spool.quota, config.spool.ttl_s)
+
+
+def _output_stream(spool: Any, target: Any, uri: str) -> list[Any]:
+    """A kept stream read whole (or the `length` the URI asks for), as one text or blob contents."""
+    import base64
+    import urllib.parse
+
+    from mcpwrap.protocol.resources import not_found
+    from mcpwrap.protocol.revisions import LATEST_LEGACY
+    from mcpwrap.protocol.tools import ProtocolError
+    from mcpwrap.result import Resource
+
+    wanted = target.length if "length" in urllib.parse.parse_qs(urllib.parse.urlsplit(uri).query) else None
+    chunks, offset = [], target.offset
+    while wanted is None or offset < target.offset + wanted:
+        page = spool.read(target.call, target.stream, offset, target.length)
+        if page is None:
+            raise not_found(uri, LATEST_LEGACY)
+        if page.offset > page.total:
+            raise ProtocolError(-32602, f"offset {page.offset} is past the end ({page.total} bytes)", {"uri": uri})
+        if not page.data:
+            break
+        chunks.append(page.data)
+        offset += len(page.data)
+    data = b"".join(chunks)[:wanted]
+    try:
+        return [Resource(uri, "text/plain", text=data.decode("utf-8"))]
+    except UnicodeDecodeError:
+        return [Resource(uri, "application/octet-stream", blob=base64.b64encode(data).decode())]
+
+
+def _content_failed(exc: Any) -> NoReturn:
+    """A protocol error of a read or prompt: the caller's mistake (2), or the command behind it failed (1)."""
+    where = f" ({exc.data['uri']})" if isinstance(exc.data, dict) and "uri" in exc.data else ""
+    _fail(f"{exc.message}{where}", EXIT_TOOL_ERROR if exc.code == -32603 else EXIT_USAGE)
+
+
+def _prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json: bool) -> NoReturn:
+    """Get a prompt as `serve` would and print its messages."""
+    import trio
+
+    from mcpwrap import sources
+    from mcpwrap.protocol import prompts
+    from mcpwrap.protocol.revisions import LATEST_LEGACY
+    from mcpwrap.protocol.tools import ProtocolError
+    from mcpwrap.result import Resource, Text
+
+    config = _load(Path(file))
+    if config.prompt(name) is None:
+        _fail(f"no prompt named {name!r} in {file} (prompts: {', '.join(p.name for p in config.prompts) or 'none'})",
+              EXIT_USAGE)
+    try:
+        prompt, arguments = prompts.parse_get(config, {"name": name, "arguments": dict(
+            _assignment("--arg", a) for a in arg)})
+        blocks = trio.run(sources.prompt_blocks, config, prompt, arguments, _spool(config, state_dir), LATEST_LEGACY)
+    except ProtocolError as exc:
+        _content_failed(exc)
+    if as_json:
+        _print_json(prompts.get_result(prompt, blocks, LATEST_LEGACY))
+        raise SystemExit(EXIT_OK)
+    for n, (role, block) in enumerate(blocks):     # a message is text, or a resource it embeds
+        if isinstance(block, Resource):
+            head = f"[{role}] {block.uri}"
+            body = block.text if block.text is not None else f"({block.mime_type or 'binary'} contents: see --json)"
+        else:
+            assert isinstance(block, Text)
+            head, body = f"[{role}]", block.text
+        _print_text(("\n" if n else "") + f"{head}\n{body}")
+    raise SystemExit(EXIT_OK)
 
 
 def _schema() -> None:
@@ -855,6 +988,15 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("task", "--task", "Run it as a durable task, as `serve` does for a client: the id goes to stderr, then the outcome as `tasks result --wait` prints it."),
         _opt("no_wait", "--no-wait", "With --task: print the task id on stdout and return at once."),
         STATE_DIR, SECRET_FILE, _opt("as_json", "--json", "Print the whole result as JSON."))),
+    ("read",): Command("Read a resource the way `serve` would (a file, a command's output, or a call's output "
+                       "beyond the cap, whole); exit 1 when its command failed, 2 when there is no such resource.", _read, (
+        _file(), Param("uri", "The resource's URI, as `list` shows it (a template filled in).", metavar="URI",
+                       default=REQUIRED),
+        OUTPUT, STATE_DIR, _opt("as_json", "--json", "Print the contents as `resources/read` returns them."))),
+    ("prompt",): Command("Get a prompt the way `serve` would and print its messages, each under its [role].", _prompt, (
+        _file(), Param("name", "The prompt.", metavar="NAME", default=REQUIRED),
+        _opt("arg", "--arg -a", "A prompt argument (prompt arguments are strings); repeatable.", "NAME=VALUE", many=True),
+        STATE_DIR, _opt("as_json", "--json", "Print the messages as `prompts/get` returns them."))),
     ("schema",): Command("Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML).", _schema),
     ("client-config",): Command("Print the JSON to paste into an MCP client's config for this tools file.", _client_config, (
         _file(),

@@ -49,7 +49,8 @@ ARG_SCHEMA_KEYS = {
     "contentEncoding", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "items", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains", "properties",
     "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties",
-    "maxProperties", "anyOf", "oneOf", "allOf", "not"}
+    "maxProperties", "anyOf", "oneOf", "allOf", "not",
+    "enumNames"}   # not JSON Schema: an enum's titles in legacy elicitation forms (JSON Schema ignores it)
 ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 
 
@@ -142,7 +143,16 @@ class Tool:
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
-        required = [a.name for a in self.args if a.required]
+        """The published inputSchema. An argument elicited when missing is not `required` there:
+        a client that follows the schema must be able to leave it out, or it is never asked."""
+        return self._schema([a.name for a in self.args if a.required and not a.elicit])
+
+    @cached_property
+    def call_schema(self) -> dict[str, Any]:
+        """What the arguments must satisfy when the call runs: elicited ones are required by then."""
+        return self._schema([a.name for a in self.args if a.required])
+
+    def _schema(self, required: list[str]) -> dict[str, Any]:
         schema: dict[str, Any] = {
             "type": "object",
             "properties": {a.name: dict(a.schema) for a in self.args},
@@ -671,7 +681,11 @@ def _read_args(r: _Reader, t: dict[str, Any], key: tuple[str, ...], cwd: Path) -
         optional = r.typed(fragment, akey, "optional", bool, False)
         if fragment.get("elicit") is True and not _elicitable(schema):
             r.problem(akey + ("elicit",), "'elicit' needs a string, number, integer or boolean argument, "
-                      "or an array of strings with items.enum (the forms elicitation can ask for)")
+                      "or an array with items.enum or items.anyOf of {const, title} (the forms elicitation can ask for)")
+        names, values = schema.get("enumNames"), schema.get("enum")
+        if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)
+                                      and isinstance(values, list) and len(names) == len(values)):
+            r.problem(akey + ("enumNames",), "'enumNames' needs an enum, and one string title per enum value")
         args.append(Arg(name=name, schema=schema, required=not optional and "default" not in schema, flag=flag,
                         elicit=r.typed(fragment, akey, "elicit", bool, False),
                         path=_path_rule(r, fragment, akey, schema, cwd)))
@@ -700,7 +714,14 @@ def _elicitable(schema: Mapping[str, Any]) -> bool:
     kind = schema.get("type")
     items = schema.get("items")
     return kind in ("string", "number", "integer", "boolean") or (
-        kind == "array" and isinstance(items, dict) and items.get("type") == "string" and "enum" in items)
+        kind == "array" and isinstance(items, dict) and (items.get("type") == "string" and "enum" in items
+                                                         or string_consts(items.get("anyOf"))))
+
+
+def string_consts(variants: Any) -> bool:
+    """A oneOf/anyOf of string `const`s (with titles): the titled choices of an elicitation form."""
+    return isinstance(variants, list) and bool(variants) and all(
+        isinstance(v, dict) and isinstance(v.get("const"), str) for v in variants)
 
 
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Checking call arguments against a tool's inputSchema before anything runs.
+"""Checking call arguments against a tool's schema (`Tool.call_schema`: its inputSchema with the
+elicited arguments required, as they are by the time a call runs) before anything runs.
 
 jsonschema is imported on the first validation, not at start-up, and one
 validator is compiled per tool schema and reused. Path arguments are then
@@ -26,7 +27,7 @@ def _validator(tool: Tool, ignore_missing: frozenset[str]) -> Any:
         return cached[1]
     from jsonschema import Draft202012Validator
 
-    schema = tool.input_schema
+    schema = tool.call_schema
     if ignore_missing and "required" in schema:
         schema = {**schema, "required": [n for n in schema["required"] if n not in ignore_missing]}
     if len(_validators) > 4096:

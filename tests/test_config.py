@@ -158,6 +158,7 @@ contentMediaType = "text/plain"
 contentEncoding = "7bit"
 default = "x"
 enum = ["x", "xy"]
+enumNames = ["Ex", "Ex why"]
 [tools.t.args.n]
 type = "integer"
 minimum = 0

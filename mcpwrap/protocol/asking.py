@@ -2,7 +2,11 @@
 
 A call advances through `next_step` until nothing is missing. Each question
 is an elicitation form built from the arguments' own schemas, restricted to
-the primitive subset the revision allows. Legacy peers get it as an
+the primitive subset the revision allows, titles kept in the revision's own
+form: a titled single-select (`oneOf` of const+title) goes as `oneOf` where
+the revision has it and as enum+`enumNames` where it has only that; a legacy
+`enumNames` stays; a multi-select (`items.enum`, or titled `items.anyOf`) is
+asked only where the revision has multi-select. Legacy peers get it as an
 `elicitation/create` request; modern peers get `input_required` with a
 `requestState` sealed by `signing`, which binds the method, the tool, a
 digest of the arguments, the tools-file digest, the round, the answers
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcpwrap import signing
-from mcpwrap.config import PLACEHOLDER, Arg, Config, Tool
+from mcpwrap.config import PLACEHOLDER, Arg, Config, Tool, string_consts
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import CallRequest, ProtocolError
 from mcpwrap.result import ToolResult, error_result
@@ -50,6 +54,10 @@ class Question:
             schema["required"] = required
         return {"method": "elicitation/create", "params": {"message": self.message, "requestedSchema": schema}}
 
+    def fits(self, rev: Revision) -> bool:
+        """Whether the revision's forms can ask it (a list of choices needs multi-select)."""
+        return rev.has("elicitation.multiselect") or all(a.schema.get("type") != "array" for a in self.fields)
+
 
 @dataclass(frozen=True)
 class Pending:
@@ -70,8 +78,16 @@ def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
     kind = str(schema.get("type"))
     out: dict[str, Any] = {k: schema[k] for k in ("title", "description") if k in schema}
     if kind == "array":
-        out.update(type="array", items={"type": "string", "enum": list(schema["items"]["enum"])})
+        items = schema["items"]
+        out.update(type="array", items={"anyOf": _titled(items["anyOf"])} if string_consts(items.get("anyOf"))
+                   else {"type": "string", "enum": list(items["enum"])})
         out.update({k: schema[k] for k in ("minItems", "maxItems") if k in schema})
+    elif kind == "string" and string_consts(schema.get("oneOf")):
+        choices = _titled(schema["oneOf"])
+        if rev.has("elicitation.titled_enum"):
+            out.update(type="string", oneOf=choices)
+        else:
+            out.update(type="string", enum=[c["const"] for c in choices], enumNames=[c["title"] for c in choices])
     else:
         out["type"] = kind
         keep = {"string": ("enum", "minLength", "maxLength"), "number": ("minimum", "maximum"),
@@ -79,9 +95,16 @@ def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
         out.update({k: schema[k] for k in keep if k in schema})
         if kind == "string" and schema.get("format") in STRING_FORMATS:
             out["format"] = schema["format"]
+        if "enum" in out and "enumNames" in schema and rev.has("elicitation.enum_names"):
+            out["enumNames"] = list(schema["enumNames"])
     if "default" in schema and (rev.has("elicitation.defaults") or kind == "boolean"):
         out["default"] = schema["default"]
     return out
+
+
+def _titled(variants: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The choices as the form wants them: each with a title (its value when the schema gave none)."""
+    return [{"const": v["const"], "title": str(v.get("title", v["const"]))} for v in variants]
 
 
 def render_confirm(template: str, arguments: Mapping[str, Any]) -> str:
@@ -165,12 +188,17 @@ def seal_state(pending: Pending, question: Question, config: Config, keyring: si
 
 def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.Keyring, now: float,
            as_task: bool) -> Pending | ToolResult:
-    """A modern retry: verify requestState, then fold in the answer to the question it names."""
+    """A modern retry: verify requestState, then fold in the answer to the question it names.
+
+    Answers without a requestState answer no question of ours: the call starts afresh, so what it
+    needs is asked again (SEP-2322: a new input_required rather than an error), nothing taken on trust."""
     state, responses = ctx.params.get("requestState"), ctx.params.get("inputResponses", {})
-    if not isinstance(state, str):
-        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState missing or not a string")
     if not isinstance(responses, dict):
         raise ProtocolError(-32602, "inputResponses must be an object")
+    if state is None:
+        return Pending(ctx, request.tool, dict(request.arguments), as_task=as_task, original=request.arguments)
+    if not isinstance(state, str):
+        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState is not a string")
     try:
         unsealed = signing.unseal(keyring, state, now)
     except signing.StateError as exc:

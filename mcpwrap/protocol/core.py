@@ -5,8 +5,9 @@ send, calls to start or cancel, timers, task-store operations, resource reads,
 prompt and completion commands. The driver
 (`server.py`) carries them out and reports outcomes back through the other
 `Core` methods. The era of each request is decided from its body: modern
-`_meta` means 2026-07-28 served statelessly; anything else belongs to this
-process's one legacy session.
+`_meta` (or a method only 2026-07-28 has) means 2026-07-28 served statelessly,
+its envelope checked first; anything else belongs to this process's one legacy
+session.
 
 Every request that awaits an answer is in `inflight` until it is answered or
 cancelled, so an id is "in use" exactly then. Every answer leaves through
@@ -270,7 +271,7 @@ class Core:
 
     # --- requests -----------------------------------------------------------------------
     def _request(self, request: Request) -> list[Action]:
-        is_modern = request.method != "initialize" and modern.is_modern(request.params)
+        is_modern = request.method != "initialize" and modern.is_modern(request.method, request.params)
         try:
             if is_modern:
                 ctx = self._modern_context(request)
@@ -493,6 +494,11 @@ class Core:
             return [self._refused(ctx, error_result(
                 f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "
                 "client cannot be asked (it declared no elicitation capability); nothing ran"), pending.as_task)]
+        if not question.fits(ctx.rev):
+            return [self._refused(ctx, error_result(
+                f"tool '{pending.tool.name}' needs {question.purpose} from the user, and a list of choices cannot "
+                f"be asked for in protocol revision {ctx.rev.version} (multi-select forms came in 2025-11-25); "
+                "nothing ran"), pending.as_task)]
         ask_id = next(self.ask_ids)
         self.asks[ask_id] = replace(pending, question=question)
         self.inflight[ctx.id] = ctx

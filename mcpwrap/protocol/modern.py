@@ -14,21 +14,26 @@ from typing import Any
 from mcpwrap import __version__
 from mcpwrap.config import Config
 from mcpwrap.protocol.legacy import LOG_LEVELS
-from mcpwrap.protocol.revisions import ALL_VERSIONS, MODERN_VERSIONS, REVISIONS, Revision
+from mcpwrap.protocol.revisions import ALL_VERSIONS, MODERN_ONLY_METHODS, MODERN_VERSIONS, REVISIONS, Revision
 from mcpwrap.protocol.tools import ProtocolError
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_KEY = "io.modelcontextprotocol/subscriptionId"
 CACHE_TTL_MS = 60_000           # the tools file can change: clients re-check within a minute
+ENVELOPE_KEYS = (VERSION_KEY, CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY)   # only a modern request has these
 LISTEN_FILTERS = ("toolsListChanged", "resourcesListChanged", "promptsListChanged")   # the lists a reload changes
 
 
-def is_modern(params: Mapping[str, Any]) -> bool:
+def is_modern(method: str, params: Mapping[str, Any]) -> bool:
+    """Modern by its _meta (a version, or the client keys only a modern request carries) or by a
+    method no legacy revision has; `read_meta` then rejects a missing envelope with -32602."""
     meta = params.get("_meta")
-    return isinstance(meta, dict) and VERSION_KEY in meta
+    envelope = isinstance(meta, dict) and any(k in meta for k in ENVELOPE_KEYS)
+    return envelope or method in MODERN_ONLY_METHODS
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,9 @@ class ModernMeta:
 
 def read_meta(params: Mapping[str, Any]) -> ModernMeta:
     """Check `_meta` in the spec's order: version, then required fields, then optional ones."""
-    meta = params["_meta"]
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or VERSION_KEY not in meta:
+        raise ProtocolError(-32602, f"Missing required _meta field {VERSION_KEY}")
     version = meta[VERSION_KEY]
     if not isinstance(version, str):
         raise ProtocolError(-32602, f"_meta {VERSION_KEY} must be a string")

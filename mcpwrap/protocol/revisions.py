@@ -25,8 +25,10 @@ _FIRST: dict[str, str] = {
     "resource.title": "2025-06-18",       # title on Resource, ResourceTemplate, Prompt, PromptArgument
     "implementation.title": "2025-06-18",
     "elicitation": "2025-06-18",
+    "elicitation.enum_names": "2025-06-18",    # enum + enumNames (legacy titles; 2025-11-25 keeps it, deprecated)
     "elicitation.defaults": "2025-11-25",
-    "elicitation.multiselect": "2025-11-25",
+    "elicitation.titled_enum": "2025-11-25",   # oneOf [{const, title}]
+    "elicitation.multiselect": "2025-11-25",   # type array: items.enum, or items.anyOf [{const, title}]
     "implementation.description": "2025-11-25",
     "error.id_optional": "2025-11-25",
     "invalid_arguments.as_result": "2025-11-25",
@@ -51,6 +53,8 @@ LEGACY_METHODS = frozenset({"initialize", "ping", "tools/list", "tools/call", "l
 CORE_TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
 MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"}) | CONTENT_METHODS
 EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+# Methods no legacy revision has: such a request is modern even when its _meta envelope is missing.
+MODERN_ONLY_METHODS = (MODERN_METHODS | EXTENSION_TASK_METHODS) - LEGACY_METHODS - CORE_TASK_METHODS
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 # JSON-RPC error codes mcpwrap may send, per era (2026 adds -32020..-32022, drops -32002/-32042).

@@ -1,0 +1,77 @@
+// Elicitation forms through the official MCP TypeScript SDK: a titled single-select (oneOf), a legacy
+// enumNames enum and a titled multi-select (items.anyOf) are asked for, parsed by the SDK's own
+// ElicitRequest schema, answered, and the tool runs with the answers.
+//
+//   node tests/ts/elicit.mjs <python> <tests/fixtures/forms.toml> <tmpdir>
+//
+// Prints one JSON summary line on stdout (exit 0 when every step ran, 1 otherwise) and writes the
+// wire, both directions, to <tmpdir>/wire.jsonl for tests/test_ts_elicit.py to schema-check.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+const TIMEOUT_MS = 30_000;                 // hang guards only
+const ANSWER = { env: 'prod', size: 'm', tags: ['a', 'b'] };
+const [python, toolsFile, tmpArg] = process.argv.slice(2);
+const tmpdir = path.resolve(tmpArg);
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const wire = [];
+const summary = { ok: false, step: 'start', error: null, forms: [] };
+let stderrText = '';
+
+async function main() {
+  fs.mkdirSync(tmpdir, { recursive: true });
+  const transport = new StdioClientTransport({
+    command: python,
+    args: ['-m', 'mcpwrap', 'serve', path.resolve(toolsFile),
+      '--secret-file', path.join(tmpdir, 'secret'), '--state-dir', path.join(tmpdir, 'state')],
+    env: { ...getDefaultEnvironment(), PATH: process.env.PATH ?? '/usr/bin:/bin',
+      PYTHONPATH: [repoRoot, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) },
+    cwd: repoRoot,
+    stderr: 'pipe',
+  });
+  transport.stderr.on('data', chunk => { stderrText += chunk.toString(); });
+  const send = transport.send.bind(transport);
+  transport.send = (message, options) => { wire.push({ dir: '>', msg: message }); return send(message, options); };
+  let inner;
+  Object.defineProperty(transport, 'onmessage', {
+    configurable: true,
+    get: () => (inner ? message => { wire.push({ dir: '<', msg: message }); inner(message); } : undefined),
+    set: handler => { inner = handler; },
+  });
+  const client = new Client({ name: 'mcpwrap-ts-elicit', version: '1.0.0' },
+    { capabilities: { elicitation: { form: {} } } });
+  // The SDK parses the request with its ElicitRequestSchema before this runs: what arrives is what it kept.
+  client.setRequestHandler(ElicitRequestSchema, request => {
+    const form = request.params.requestedSchema;
+    summary.forms.push(form);
+    return { action: 'accept', content: Object.fromEntries(Object.keys(form.properties).map(k => [k, ANSWER[k]])) };
+  });
+  await client.connect(transport, { timeout: TIMEOUT_MS });
+
+  summary.step = 'tools/list';
+  const { tools } = await client.listTools(undefined, { timeout: TIMEOUT_MS });
+  summary.required = tools.find(t => t.name === 'pick').inputSchema.required ?? [];
+
+  summary.step = 'pick';
+  const result = await client.callTool({ name: 'pick', arguments: {} }, undefined, { timeout: TIMEOUT_MS });
+  summary.isError = result.isError ?? false;
+  summary.text = result.content.find(block => block.type === 'text')?.text ?? null;
+  await client.close();
+  summary.step = 'done';
+}
+
+main().then(
+  () => 0,
+  err => { summary.error = `${summary.step}: ${err?.stack ?? err}`; return 1; },
+).then(code => {
+  summary.ok = code === 0;
+  fs.writeFileSync(path.join(tmpdir, 'wire.jsonl'), wire.map(w => JSON.stringify(w)).join('\n') + '\n');
+  fs.writeFileSync(path.join(tmpdir, 'server-stderr.log'), stderrText);
+  process.stdout.write(JSON.stringify(summary) + '\n', () => process.exit(code));
+});
