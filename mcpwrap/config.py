@@ -297,13 +297,23 @@ class _Locator:
 
 
 class _Reader:
-    """Collects located problems while the document is turned into dataclasses."""
+    """Collects located problems while the document is turned into dataclasses.
+
+    Positions are scanned only once there is a problem to place (a good file of 10,000 tools
+    is not scanned at all), and a schema fragment that passed its checks vouches for every later
+    fragment with the same verdict key (10,000 tools often share a handful of fragments).
+    """
 
     def __init__(self, path: Path, text: str, check_schemas: bool = True) -> None:
         self.path = path
-        self.locator = _Locator(text)
+        self.text = text
         self.problems: list[Problem] = []
         self.check_schemas = check_schemas
+        self.passed: set[str] = set()        # verdict keys of fragments that passed _check_schema
+
+    @cached_property
+    def locator(self) -> _Locator:
+        return _Locator(self.text)
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
         line, col = self.locator.find(key)
@@ -703,22 +713,39 @@ def _elicitable(schema: Mapping[str, Any]) -> bool:
         kind == "array" and isinstance(items, dict) and items.get("type") == "string" and "enum" in items)
 
 
+def verdict_key(schema: Mapping[str, Any]) -> str:
+    """Equal only for fragments whose checks pass alike: the same keys in the same order with
+    the same values (repr tells 1, 1.0 and True apart), except the text of a top-level string
+    `description` or `title`, which the meta-schema only requires to be a string and which no
+    default is validated against."""
+    return repr([(k, "" if k in ("description", "title") and isinstance(v, str) else v) for k, v in schema.items()])
+
+
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
-    if not r.check_schemas:
+    """The meta-checks, run once per verdict key that passes (a failure is checked again, to be located)."""
+    if not r.check_schemas or (vkey := verdict_key(schema)) in r.passed:
         return
+    problem = schema_problem(key, schema)
+    if problem is None:
+        r.passed.add(vkey)
+    else:
+        r.problem(*problem)
+
+
+def schema_problem(key: tuple[str, ...], schema: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
+    """What is wrong with the schema fragment at key, as (where, message), or None."""
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        where = key + tuple(str(p) for p in exc.path)
-        r.problem(where, f"invalid JSON Schema at '{'.'.join(key)}': {exc.message}")
-        return
+        return key + tuple(str(p) for p in exc.path), f"invalid JSON Schema at '{'.'.join(key)}': {exc.message}"
     if "default" in schema:
         error = next(Draft202012Validator(schema).iter_errors(schema["default"]), None)
         if error is not None:
-            r.problem(key + ("default",), f"default does not match its own schema: {error.message}")
+            return key + ("default",), f"default does not match its own schema: {error.message}"
+    return None
 
 
 def placeholders(template: str) -> Iterator[str]:

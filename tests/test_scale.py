@@ -7,9 +7,13 @@ Nothing here depends on speed: the figures live in bench/scale.py.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from mcpwrap import config
 from mcpwrap import server as server_module
 from tests.harness import Server
 
@@ -68,3 +72,48 @@ def test_the_waiting_room_is_bounded_by_the_bytes_of_the_waiting_requests(tools:
         assert len(waited) >= fits - 1
         for answer in server.responses([running, *waited]):
             assert answer["result"]["content"][0]["text"] == "released\n"
+
+
+# --- large tools files: each distinct fragment checked once, positions scanned only for problems ---------
+KEYWORDS = ["type", "description", "title", "default", "enum", "const", "minimum", "maximum", "minLength",
+            "maxLength", "pattern", "items", "format", "multipleOf", "required", "properties", "anyOf"]
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=True),
+                    st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "", "^a+$", "(("]))
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                       st.dictionaries(st.sampled_from(KEYWORDS), inner, max_size=3)),
+                      max_leaves=6)
+ANNOTATIONS = st.dictionaries(st.sampled_from(["description", "title"]), st.one_of(st.text(max_size=3), VALUES))
+FRAGMENTS = st.tuples(ANNOTATIONS, st.dictionaries(st.sampled_from(KEYWORDS), VALUES, max_size=4)).map(
+    lambda parts: {**parts[0], **parts[1]})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(FRAGMENTS, st.lists(st.tuples(st.sampled_from(["description", "title"]), st.one_of(st.text(max_size=5), VALUES)),
+                           max_size=3))
+def test_a_fragment_vouched_for_by_an_earlier_one_gets_the_verdict_a_fresh_check_gives(
+        fragment: dict[str, Any], changes: list[tuple[str, Any]]) -> None:
+    """The cache changes no verdict: a variant checked after the original (same reader) is told
+    exactly what a fresh check tells it, whatever its description or title became."""
+    variant = dict(fragment)
+    for name, value in changes:
+        variant[name] = value
+    reader = config._Reader(Path("t.toml"), "")
+    config._check_schema(reader, ("a",), fragment)
+    before = len(reader.problems)
+    config._check_schema(reader, ("b",), variant)
+    fresh = config.schema_problem(("b",), variant)
+    assert [p.message for p in reader.problems[before:]] == ([fresh[1]] if fresh else [])
+
+
+def test_shared_fragments_are_checked_once_and_a_good_file_is_not_scanned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[Any] = []
+    real = config.schema_problem
+    monkeypatch.setattr(config, "schema_problem", lambda key, schema: checked.append(schema) or real(key, schema))
+    monkeypatch.setattr(config, "_Locator", None)            # calling it would fail: nothing needs a position
+    text = "".join(f'[tools.t{i}]\ncommand = ["echo", "{{a}}"]\n'
+                   f'args.a = {{ type = "string", description = "argument of tool {i}", maxLength = 9 }}\n'
+                   f'args.b = {{ type = "integer", default = {i % 3} }}\n' for i in range(100))
+    loaded = config.loads(text.encode(), tmp_path / "tools.toml")
+    assert len(loaded.tools) == 100
+    assert len(checked) == 1 + 3                              # one string fragment, three integer ones
