@@ -19,11 +19,13 @@ it is a regular file.
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import resource
 import signal
 import stat
+import sys
 import threading
 import time
 import traceback
@@ -50,6 +52,7 @@ FLUSH_S = 2.0                     # at exit, how long a client that does not rea
 LOG_LINES = 10_000                # mcpwrap's own stderr lines held for a slow reader, then dropped
 QUEUED_PER_SLOT = 64              # calls that may wait for a slot, per slot of --max-calls (4,160 at the default)
 WAITING_BYTES = 32 * 1024 * 1024  # request bytes the waiting calls may hold; a waiting call costs ~3 KiB besides
+RELOAD_SWITCH_S = 0.0005          # the GIL switch interval while a reload parses in a thread
 NEWS = ("notifications/progress", "notifications/message")   # dropped, not queued, while stdout is backed up
 
 
@@ -476,13 +479,27 @@ class Driver:
                 log(f"mcpwrap: {path} is gone; keeping the last good tools until it comes back", "warning")
                 continue
             try:
-                new = self.options.toolset.apply(
-                    await trio.to_thread.run_sync(config_module.load, path, abandon_on_cancel=True))
+                new = await trio.to_thread.run_sync(self._reloaded, path, abandon_on_cancel=True)
             except config_module.ConfigError as exc:
                 log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}", "warning")
                 continue
             if new.digest != self.core.config.digest:
                 self.perform(self.core.reload(new))
+
+    def _reloaded(self, path: Path) -> config_module.Config:
+        """In a worker thread: the whole new config, name index included, so the swap on the loop is O(1).
+
+        The switch interval is shortened meanwhile: the loop waits that long for the GIL, and
+        loading 10,000 tools takes a second of it.
+        """
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(RELOAD_SWITCH_S)
+        try:
+            new = self.options.toolset.apply(config_module.load(path))
+            new.tool("")                  # builds the name index here, not on the first call
+            return new
+        finally:
+            sys.setswitchinterval(interval)
 
     async def _watch_files(self) -> None:
         """notifications/resources/updated for each subscribed file resource that changed."""
@@ -595,6 +612,7 @@ def run(config: config_module.Config, options: Options) -> int:
     global _threshold
     _threshold = LEVELS.index(options.log_level)
     _raise_fd_limit()
+    gc.freeze()                           # the tools live as long as the server: no collection need walk them
     try:
         return trio.run(serve, config, options)
     finally:
