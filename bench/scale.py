@@ -243,7 +243,9 @@ def main() -> int:
           + (f"; mcpwrap = {meds['mcpwrap'] / meds['node peer']:.2f} x the node peer, bound 0.6 x "
              f"{'PASS' if meds['mcpwrap'] <= 0.6 * meds['node peer'] else 'FAIL'}" if "node peer" in meds else
              "; node peer not measured"))
-    print(json.dumps({"cold": cold, "served": served, "concurrent": concurrent, "peer": peer,
+    pings = {n: {"count": len(v), "p50": median(v), "p95": B.pct(v, 95), "max": max(v)}
+             for n, v in served.pop("reload_ping").items()}
+    print(json.dumps({"cold": cold, "served": served, "reload_ping": pings, "concurrent": concurrent, "peer": peer,
                       "per_call": {"p50": call_p50, "spawn_p50": spawn_p50}, "pipelined_rate": rate}))
     if args.tasks:
         sys.stdout.flush()

@@ -51,7 +51,7 @@ OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits a
 FLUSH_S = 2.0                     # at exit, how long a client that does not read stdout is waited for
 LOG_LINES = 10_000                # mcpwrap's own stderr lines held for a slow reader, then dropped
 QUEUED_PER_SLOT = 64              # calls that may wait for a slot, per slot of --max-calls (4,160 at the default)
-WAITING_BYTES = 32 * 1024 * 1024  # request bytes the waiting calls may hold; a waiting call costs ~3 KiB besides
+WAITING_BYTES = 32 * 1024 * 1024  # request bytes the waiting calls may hold; a waiting call costs ~5 KiB besides
 RELOAD_SWITCH_S = 0.0005          # the GIL switch interval while a reload parses in a thread
 NEWS = ("notifications/progress", "notifications/message")   # dropped, not queued, while stdout is backed up
 
