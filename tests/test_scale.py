@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from mcpwrap import config
 from mcpwrap import server as server_module
-from tests.harness import Server
+from tests.harness import Server, write_atomically
 
 TOOLS = """
 [tools.hold]
@@ -117,3 +117,20 @@ def test_shared_fragments_are_checked_once_and_a_good_file_is_not_scanned(
     loaded = config.loads(text.encode(), tmp_path / "tools.toml")
     assert len(loaded.tools) == 100
     assert len(checked) == 1 + 3                              # one string fragment, three integer ones
+
+
+def test_a_reload_swaps_in_the_new_tools_with_the_toolset_applied(tmp_path: Path) -> None:
+    """The reload builds the whole new config in its thread (toolset, name index); the swap on the loop
+    serves it at once: a new tool is callable, an excluded one stays hidden. (A guard for the move of
+    that work off the loop; it passed before it too.)"""
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[tools.a]\ncommand = ["echo", "a"]\n[tools.hidden]\ncommand = ["echo", "h"]\n')
+    with Server(tools, tmp_path, "--exclude", "hidden") as server:
+        server.initialize()
+        write_atomically(tools, '[tools.a]\ncommand = ["echo", "a"]\n[tools.b]\ncommand = ["echo", "b"]\n'
+                                '[tools.hidden]\ncommand = ["echo", "h2"]\n')
+        assert server.read()["method"] == "notifications/tools/list_changed"
+        assert [t["name"] for t in server.call("tools/list")["result"]["tools"]] == ["a", "b"]
+        assert server.call("tools/call", {"name": "b", "arguments": {}})["result"]["content"][0]["text"] == "b\n"
+        hidden = server.call("tools/call", {"name": "hidden", "arguments": {}})
+        assert "h2" not in str(hidden) and ("error" in hidden or hidden["result"].get("isError"))
