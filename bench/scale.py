@@ -9,7 +9,8 @@ sets a bound, the bound and PASS/FAIL. Figures and floors are taken in the same 
 - cold start, tools-file cache cold (a fresh state dir per spawn): spawn -> `initialize` response;
   bound: 2 x the 1-tool figure + the file's parse time (`tomllib.loads` here, median of 3);
 - hot reload: the file is rewritten (one more comment line) -> `notifications/tools/list_changed`;
-  `ping`s are sent one after another meanwhile; bound: their p95 <= 5 ms;
+  `ping`s are sent one after another meanwhile, and those sent once the watcher must have seen the
+  edit (0.5 s) are counted (all of them where the reload ended sooner); bound: their p95 <= 5 ms;
 - calling the last of N tools, and `tools/list` all pages (per tool listed);
 - N concurrent `echo` calls written at once: how many succeed, and the time per call;
 - per call p50 against a raw spawn of `echo x` (bound 1.5 x), pipelined 1,000 calls against a
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench as B  # noqa: E402
 
 NODE_PEER = ["npx", "-y", "mcp-server-commands"]
+WATCH_INTERVAL_S = 0.5         # mcpwrap.server's: the reload starts within this long of an edit
 
 
 def median(values: list[float]) -> float:
@@ -148,11 +150,16 @@ def measure_server(files: dict[int, Path], tmp: Path, runs: int) -> dict[str, di
                 with path.open("a") as f:
                     f.write(f"# edit {run}\n")
                 t0 = time.perf_counter()
+                pings = []
                 while server.notified.get("notifications/tools/list_changed", 0) == seen:
-                    if time.perf_counter() - t0 > 120:
+                    sent = time.perf_counter() - t0
+                    if sent > 120:
                         raise B.BenchError(f"no list_changed within 120 s at {n} tools")
-                    out["reload_ping"][n].append(server.result("ping")[0] * 1000)
+                    pings.append((sent, server.result("ping")[0] * 1000))
                 out["reload"][n].append((time.perf_counter() - t0) * 1000)
+                # the watcher looks every WATCH_INTERVAL_S: pings before that may precede the reload
+                late = [ms for sent, ms in pings if sent >= WATCH_INTERVAL_S]
+                out["reload_ping"][n] += late or [ms for _, ms in pings]
         finally:
             server.close()
     return out
@@ -225,6 +232,7 @@ def main() -> int:
     row("hot reload, edit -> list_changed", sizes, [median(served["reload"][n]) for n in sizes])
     p95s = [B.pct(served["reload_ping"][n], 95) for n in sizes]
     row("  ping p95 during the reload", sizes, p95s, "<= 5 ms", all(p <= 5 for p in p95s))
+    row("  ping max during the reload", sizes, [max(served["reload_ping"][n]) for n in sizes])
     row("calling the first tool, p50", sizes, [median(served["first"][n]) for n in sizes])
     row("calling the last tool, p50", sizes, [median(served["last"][n]) for n in sizes])
     row("tools/list all pages, per tool (us)", sizes, [1000 * median(served["list"][n]) for n in sizes])
