@@ -10,6 +10,7 @@ imported only when a schema fragment has to be checked.
 from __future__ import annotations
 
 import errno
+import gc
 import hashlib
 import mimetypes
 import os
@@ -203,6 +204,8 @@ class Toolset:
         return sorted((self.only | self.exclude) - names)
 
     def apply(self, config: Config) -> Config:
+        if self == Toolset():
+            return config                   # all of them, as loaded (and without a pass over 10,000)
         return replace(config, tools=tuple(
             t for t in config.tools
             if (not self.only or t.name in self.only) and t.name not in self.exclude
@@ -307,13 +310,23 @@ class _Locator:
 
 
 class _Reader:
-    """Collects located problems while the document is turned into dataclasses."""
+    """Collects located problems while the document is turned into dataclasses.
+
+    Positions are scanned only once there is a problem to place (a good file of 10,000 tools
+    is not scanned at all), and a schema fragment that passed its checks vouches for every later
+    fragment with the same verdict key (10,000 tools often share a handful of fragments).
+    """
 
     def __init__(self, path: Path, text: str, check_schemas: bool = True) -> None:
         self.path = path
-        self.locator = _Locator(text)
+        self.text = text
         self.problems: list[Problem] = []
         self.check_schemas = check_schemas
+        self.passed: set[str] = set()        # verdict keys of fragments that passed _check_schema
+
+    @cached_property
+    def locator(self) -> _Locator:
+        return _Locator(self.text)
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
         line, col = self.locator.find(key)
@@ -328,9 +341,11 @@ class _Reader:
 
     def typed(self, table: Mapping[str, Any], key: tuple[str, ...], name: str,
               kind: type | tuple[type, ...], default: Any = None) -> Any:
-        value = table.get(name, default)
+        if name not in table:
+            return default
+        value = table[name]
         kinds = kind if isinstance(kind, tuple) else (kind,)
-        if name in table and (not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds):
+        if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
             self.problem(key + (name,), f"'{'.'.join(key + (name,))}' must be "
                          + " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds))
             return default
@@ -416,6 +431,18 @@ def digest_of(raw: bytes) -> str:
 
 
 def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None = None) -> Config:
+    """Without the cyclic GC meanwhile: a large file makes a million objects and no cycle, and
+    collecting while they are made costs a quarter of the load."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _loads(raw, path, schemas_known_good)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None) -> Config:
     try:
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
@@ -724,22 +751,39 @@ def string_consts(variants: Any) -> bool:
         isinstance(v, dict) and isinstance(v.get("const"), str) for v in variants)
 
 
+def verdict_key(schema: Mapping[str, Any]) -> str:
+    """Equal only for fragments whose checks pass alike: the same keys in the same order with
+    the same values (repr tells 1, 1.0 and True apart), except the text of a top-level string
+    `description` or `title`, which the meta-schema only requires to be a string and which no
+    default is validated against."""
+    return repr([(k, "" if k in ("description", "title") and isinstance(v, str) else v) for k, v in schema.items()])
+
+
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
-    if not r.check_schemas:
+    """The meta-checks, run once per verdict key that passes (a failure is checked again, to be located)."""
+    if not r.check_schemas or (vkey := verdict_key(schema)) in r.passed:
         return
+    problem = schema_problem(key, schema)
+    if problem is None:
+        r.passed.add(vkey)
+    else:
+        r.problem(*problem)
+
+
+def schema_problem(key: tuple[str, ...], schema: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
+    """What is wrong with the schema fragment at key, as (where, message), or None."""
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        where = key + tuple(str(p) for p in exc.path)
-        r.problem(where, f"invalid JSON Schema at '{'.'.join(key)}': {exc.message}")
-        return
+        return key + tuple(str(p) for p in exc.path), f"invalid JSON Schema at '{'.'.join(key)}': {exc.message}"
     if "default" in schema:
         error = next(Draft202012Validator(schema).iter_errors(schema["default"]), None)
         if error is not None:
-            r.problem(key + ("default",), f"default does not match its own schema: {error.message}")
+            return key + ("default",), f"default does not match its own schema: {error.message}"
+    return None
 
 
 def placeholders(template: str) -> Iterator[str]:
@@ -801,6 +845,8 @@ def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by
 
 def _check_element(r: _Reader, ckey: tuple[str, ...], where: str, element: str, by_name: dict[str, Arg],
                    args: list[Arg]) -> str:
+    if "{" not in element:               # most elements: nothing to check
+        return element
     _check_placeholders(r, ckey, element, args)
     found = [by_name[n] for n in placeholders(element) if n in by_name]
     arrays = [a for a in found if a.schema.get("type") == "array"]

@@ -12,17 +12,20 @@ Nothing a peer does can grow memory or stall the loop: stdout is a bounded
 `Outbox` (the reader waits for room before it takes the next request, and
 progress/log notifications are dropped while it is full), mcpwrap's own log
 lines go through a bounded queue to a thread, calls past `max_calls` wait in
-a bounded queue and are refused past it, the tools file is re-read in a
-worker thread and only when it is a regular file.
+a waiting room bounded in number and in the bytes of their requests and are
+refused past it, the tools file is re-read in a worker thread and only when
+it is a regular file.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import resource
 import signal
 import stat
+import sys
 import threading
 import time
 import traceback
@@ -47,7 +50,9 @@ READ_CHUNK = 65536
 OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop
 FLUSH_S = 2.0                     # at exit, how long a client that does not read stdout is waited for
 LOG_LINES = 10_000                # mcpwrap's own stderr lines held for a slow reader, then dropped
-QUEUED_PER_SLOT = 16              # calls that may wait for a slot, per slot of --max-calls
+QUEUED_PER_SLOT = 64              # calls that may wait for a slot, per slot of --max-calls (4,160 at the default)
+WAITING_BYTES = 32 * 1024 * 1024  # request bytes the waiting calls may hold; a waiting call costs ~5 KiB besides
+RELOAD_SWITCH_S = 0.0005          # the GIL switch interval while a reload parses in a thread
 NEWS = ("notifications/progress", "notifications/message")   # dropped, not queued, while stdout is backed up
 
 
@@ -125,7 +130,7 @@ class Options:
     state_dir: Path
     watch: bool = True
     log_level: str = "info"               # debug also traces every message and tool stderr line
-    max_calls: int = 64                   # calls running at once; more wait, up to QUEUED_PER_SLOT each
+    max_calls: int = 64                   # calls running at once; more wait (QUEUED_PER_SLOT each, WAITING_BYTES)
     max_tasks: int = 16                   # durable tasks running at once (tasks.py counts them)
     toolset: config_module.Toolset = config_module.Toolset()   # applied again on every reload
 
@@ -256,6 +261,8 @@ class Driver:
     timers: dict[str, trio.CancelScope] = field(default_factory=dict)
     limiters: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
     admitted: int = 0                     # calls running or waiting for a slot
+    waiting_bytes: int = 0                # request bytes of the calls waiting for a slot
+    request_bytes: int = 0                # the size of the request line being decided
     files: dict[str, tuple[int, ...] | None] = field(default_factory=dict)   # watched resource -> signature
 
     def __post_init__(self) -> None:
@@ -347,14 +354,23 @@ class Driver:
         self.outbox.put(data, isinstance(message, dict) and message.get("method") in NEWS)
 
     def _start_call(self, action: StartCall) -> None:
-        """Run now, or wait for one of max_calls slots; past the waiting room, refuse clearly."""
-        if self.admitted >= self.options.max_calls * (1 + QUEUED_PER_SLOT):
+        """Run now, or wait for one of max_calls slots; past the waiting room, refuse clearly.
+
+        The waiting room is bounded by memory: in number, and in the bytes of the waiting calls'
+        request lines (a batch's line counts for each of its calls), so a waiting call costs its
+        request and a parked task, and no file descriptor.
+        """
+        waits = self.admitted >= self.options.max_calls
+        size = self.request_bytes if waits else 0
+        if waits and (self.admitted >= self.options.max_calls * (1 + QUEUED_PER_SLOT)
+                      or self.waiting_bytes + size > WAITING_BYTES):
             self.perform(self.core.call_done(action.ctx, error_result(
                 f"mcpwrap is at its limit: {self.options.max_calls} calls are running and "
                 f"{self.admitted - self.options.max_calls} are waiting (--max-calls); nothing ran, try again later")))
             return
         self.admitted += 1                # counted now: the next request may arrive before this task runs
-        self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments)
+        self.waiting_bytes += size
+        self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments, size)
 
     def _limiter(self, tool: config_module.Tool) -> trio.CapacityLimiter | None:
         if tool.concurrency is None:
@@ -364,11 +380,13 @@ class Driver:
             limiter = self.limiters[tool.name] = trio.CapacityLimiter(tool.concurrency)
         return limiter
 
-    async def _run_call(self, ctx: Context, tool: config_module.Tool, arguments: dict[str, Any]) -> None:
+    async def _run_call(self, ctx: Context, tool: config_module.Tool, arguments: dict[str, Any], size: int) -> None:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
                 async with self.slots:
+                    self.waiting_bytes -= size
+                    size = 0
                     limiter = self._limiter(tool)
                     if limiter is not None:
                         async with limiter:
@@ -379,6 +397,7 @@ class Driver:
             finally:
                 self.scopes.pop(ctx.id, None)
                 self.admitted -= 1
+                self.waiting_bytes -= size   # cancelled while waiting
         if not scope.cancelled_caught:
             self.perform(self.core.call_done(ctx, result))
 
@@ -460,13 +479,27 @@ class Driver:
                 log(f"mcpwrap: {path} is gone; keeping the last good tools until it comes back", "warning")
                 continue
             try:
-                new = self.options.toolset.apply(
-                    await trio.to_thread.run_sync(config_module.load, path, abandon_on_cancel=True))
+                new = await trio.to_thread.run_sync(self._reloaded, path, abandon_on_cancel=True)
             except config_module.ConfigError as exc:
                 log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}", "warning")
                 continue
             if new.digest != self.core.config.digest:
                 self.perform(self.core.reload(new))
+
+    def _reloaded(self, path: Path) -> config_module.Config:
+        """In a worker thread: the whole new config, name index included, so the swap on the loop is O(1).
+
+        The switch interval is shortened meanwhile: the loop waits that long for the GIL, and
+        loading 10,000 tools takes a second of it.
+        """
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(RELOAD_SWITCH_S)
+        try:
+            new = self.options.toolset.apply(config_module.load(path))
+            new.tool("")                  # builds the name index here, not on the first call
+            return new
+        finally:
+            sys.setswitchinterval(interval)
 
     async def _watch_files(self) -> None:
         """notifications/resources/updated for each subscribed file resource that changed."""
@@ -551,6 +584,7 @@ async def serve(config: config_module.Config, options: Options) -> int:
                         await outbox.room()       # a client that does not read stdout is not served more
                         if tracing():
                             log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
+                        driver.request_bytes = len(line) if line else 0
                         driver.perform(core.receive(jsonrpc.decode_line(line)))
 
                 async def on_chunk(chunk: bytes) -> None:
@@ -578,6 +612,7 @@ def run(config: config_module.Config, options: Options) -> int:
     global _threshold
     _threshold = LEVELS.index(options.log_level)
     _raise_fd_limit()
+    gc.freeze()                           # the tools live as long as the server: no collection need walk them
     try:
         return trio.run(serve, config, options)
     finally:

@@ -922,8 +922,10 @@ class _Supervision:
                 run.cancel()
                 return
 
-    async def signals(self, run: trio.CancelScope) -> None:
+    async def signals(self, run: trio.CancelScope, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Started (not merely scheduled) before the command: a signal that comes once it runs is recorded."""
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
+            task_status.started()
             async for signum in received:
                 self.signal = signum
                 run.cancel()
@@ -994,7 +996,7 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
         async with trio.open_nursery() as nursery:
             with trio.CancelScope() as run:
                 nursery.start_soon(watch.poll, run)
-                nursery.start_soon(watch.signals, run)
+                await nursery.start(watch.signals, run)
                 try:
                     result = await runner.run(tool, record.arguments, on_stderr=watch.log,
                                               on_progress=watch.progress,

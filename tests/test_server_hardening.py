@@ -231,7 +231,7 @@ def test_calls_past_the_waiting_room_are_refused_clearly(tools: Path, tmp_path: 
     server = Server(tools, tmp_path, "--max-calls", "1", env={"GO": str(go)})
     try:
         server.initialize()
-        held = [server.request("tools/call", {"name": "hold", "arguments": {}}) for _ in range(1 + 16)]
+        held = [server.request("tools/call", {"name": "hold", "arguments": {}}) for _ in range(1 + server_module.QUEUED_PER_SLOT)]
         refused = server.call("tools/call", {"name": "hold", "arguments": {}})
         assert refused["result"]["isError"] is True
         assert "--max-calls" in refused["result"]["content"][0]["text"]
