@@ -104,7 +104,7 @@ def test_modern_progress_and_logs_stream_as_sse(server: HttpServer) -> None:
 
 
 def test_closing_a_modern_response_cancels_its_call(server: HttpServer) -> None:
-    secs = "61.%06d" % (os.getpid() % 1000000)
+    secs = f"61.{os.getpid() % 1000000:06d}"
     params = {"name": "sleeper", "arguments": {"secs": secs}}
     params["_meta"] = modern_meta()
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
