@@ -104,7 +104,7 @@ def test_modern_progress_and_logs_stream_as_sse(server: HttpServer) -> None:
 
 
 def test_closing_a_modern_response_cancels_its_call(server: HttpServer) -> None:
-    secs = f"61.{os.getpid() % 1000000:06d}"
+    secs = f"600.{os.getpid() % 1000000:06d}"          # far beyond any hang guard
     params = {"name": "sleeper", "arguments": {"secs": secs}}
     params["_meta"] = modern_meta()
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
@@ -272,3 +272,17 @@ def test_a_non_json_body_is_415_and_bad_json_is_400(server: HttpServer) -> None:
 
 def test_sigterm_ends_the_server(tmp_path: Path) -> None:
     assert HttpServer(TOOLS, tmp_path).close() == 0
+
+
+def test_deleting_a_session_cancels_its_calls(server: HttpServer) -> None:
+    """A legacy disconnect is no cancellation (2025-11-25), but the end of the session is."""
+    server.initialize()
+    secs = f"601.{os.getpid() % 1000000:06d}"
+    body = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                       "params": {"name": "sleeper", "arguments": {"secs": secs}}}).encode()
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=HANG_S)
+    conn.request("POST", server.path, body, {"content-type": "application/json", "mcp-session-id": server.session or ""})
+    until(lambda: len(procs.with_cmdline(secs)) >= 2, "the tool and its grandchild to start")
+    conn.close()
+    assert server.send(None, method="DELETE").status == 204
+    until(lambda: not procs.with_cmdline(secs), "the session's call to be killed")
