@@ -44,7 +44,7 @@ from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
 from mcpwrap import server
 from mcpwrap.server import (Driver, Options, Outbox, SecretSource, _needs_secret, _stop_on_signal, file_signature,
-                            log)
+                            log, tracing)
 
 ENDPOINT = "/mcp"
 SESSION_IDLE_S = 3600.0           # a legacy session nobody used for this long is ended (404 afterwards)
@@ -361,6 +361,8 @@ class Hub:
         if body is None:
             await _refuse(send, binding.Refusal(413, f"Payload Too Large: at most {self.http.max_body} bytes"))
             return
+        if tracing():
+            log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
         message = jsonrpc.decode(body)
         if isinstance(message, Request) and message.method != "initialize" and is_modern(message.params):
             await self._modern(headers, message, receive, send)
