@@ -135,6 +135,8 @@ class HttpServer:
                 self.proc.kill()
                 self.proc.wait()
             self._pump.join(HANG_S)
+        bugs = [line for line in self.stderr if "internal error" in line or "Traceback" in line]
+        assert not bugs, "the server logged a bug:\n" + "".join(self.stderr)
 
     def __enter__(self) -> Self:
         return self

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests import procs
-from tests.harness import HANG_S, MODERN, mcpwrap_cmd, modern_meta, until
+from tests.harness import HANG_S, MODERN, mcpwrap_cmd, modern_meta, until, write_atomically
 from tests.httpharness import HttpServer, check, modern_headers, read_sse
 
 TOOLS = Path(__file__).parent / "fixtures" / "http.toml"
@@ -286,3 +286,56 @@ def test_deleting_a_session_cancels_its_calls(server: HttpServer) -> None:
     conn.close()
     assert server.send(None, method="DELETE").status == 204
     until(lambda: not procs.with_cmdline(secs), "the session's call to be killed")
+
+
+def _stream(server: HttpServer, body: dict[str, Any] | None, headers: dict[str, str],
+            method: str = "POST") -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    return server.open(method, json.dumps(body).encode() if body is not None else None, headers)
+
+
+def _next_event(response: http.client.HTTPResponse) -> dict[str, Any]:
+    """The next SSE message on an open stream (keep-alive comments skipped)."""
+    data: list[str] = []
+    while True:
+        line = response.readline()
+        assert line, "the stream ended"
+        text = line.decode().rstrip("\r\n")
+        if text.startswith("data:"):
+            data.append(text[5:].lstrip(" "))
+        elif not text and data:
+            return json.loads("\n".join(data))
+
+
+def test_modern_listen_is_a_long_sse_response(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.toml"
+    tools.write_text(TOOLS.read_text())
+    with HttpServer(tools, tmp_path) as server:
+        params = {"notifications": {"toolsListChanged": True}, "_meta": modern_meta()}
+        body = {"jsonrpc": "2.0", "id": "l1", "method": "subscriptions/listen", "params": params}
+        conn, response = _stream(server, body, {"content-type": "application/json",
+                                                **modern_headers("subscriptions/listen", params)})
+        assert response.getheader("content-type") == "text/event-stream"
+        ack = _next_event(response)
+        check(MODERN, ack, None)
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        write_atomically(tools, TOOLS.read_text() + '\n[tools.extra]\ncommand = ["true"]\n')
+        changed = _next_event(response)
+        check(MODERN, changed, None)
+        assert changed["method"] == "notifications/tools/list_changed"
+        assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "l1"
+        conn.close()
+
+
+def test_a_sessions_get_stream_carries_list_changes(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.toml"
+    tools.write_text(TOOLS.read_text())
+    with HttpServer(tools, tmp_path) as server:
+        server.initialize()
+        conn, response = _stream(server, None, {"accept": "text/event-stream", "mcp-session-id": server.session or ""},
+                                 "GET")
+        assert response.status == 200 and response.getheader("content-type") == "text/event-stream"
+        write_atomically(tools, TOOLS.read_text() + '\n[tools.extra]\ncommand = ["true"]\n')
+        changed = _next_event(response)
+        check(server.rev, changed, None)
+        assert changed["method"] == "notifications/tools/list_changed"
+        conn.close()
