@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -294,11 +295,13 @@ def _stream(server: HttpServer, body: dict[str, Any] | None, headers: dict[str, 
 
 
 def _next_event(response: http.client.HTTPResponse) -> dict[str, Any]:
-    """The next SSE message on an open stream (keep-alive comments skipped)."""
+    """The next SSE message on an open stream (keep-alive comments skipped, which reset no deadline)."""
     data: list[str] = []
+    deadline = time.monotonic() + HANG_S
     while True:
         line = response.readline()
         assert line, "the stream ended"
+        assert time.monotonic() < deadline, "no message within the hang guard"
         text = line.decode().rstrip("\r\n")
         if text.startswith("data:"):
             data.append(text[5:].lstrip(" "))
