@@ -28,11 +28,11 @@ NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 class Answer:
     status: int
     headers: dict[str, str]
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Any] = field(default_factory=list)        # a batch answer is one list
     body: bytes = b""
 
     @property
-    def final(self) -> dict[str, Any]:
+    def final(self) -> Any:
         return self.messages[-1]
 
 
@@ -101,9 +101,10 @@ class HttpServer:
                     answer.messages = [json.loads(answer.body)]
         finally:
             conn.close()
-        request = message.get("method") if isinstance(message, dict) else None
-        for item in answer.messages:
-            check(rev or self.rev, item, request)
+        sent = message if isinstance(message, list) else [message]
+        methods = {m.get("id"): m.get("method") for m in sent if isinstance(m, dict)}
+        for item in (i for m in answer.messages for i in (m if isinstance(m, list) else [m])):
+            check(rev or self.rev, item, methods.get(item.get("id")) if "method" not in item else None)
         return answer
 
     # --- the two eras -------------------------------------------------------------------

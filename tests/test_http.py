@@ -342,3 +342,22 @@ def test_a_sessions_get_stream_carries_list_changes(tmp_path: Path) -> None:
         check(server.rev, changed, None)
         assert changed["method"] == "notifications/tools/list_changed"
         conn.close()
+
+
+def test_an_unsupported_protocol_version_header_is_400(server: HttpServer) -> None:
+    server.initialize("2025-11-25")
+    refused = server.send({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, {"mcp-protocol-version": "1999-01-01"})
+    assert refused.status == 400 and "1999-01-01" in refused.final["error"]["message"]
+    assert server.send({"jsonrpc": "2.0", "id": 6, "method": "tools/list"},
+                       {"mcp-protocol-version": "2025-11-25"}).status == 200
+
+
+def test_a_2025_03_26_batch_is_answered_as_one_array(server: HttpServer) -> None:
+    server.initialize("2025-03-26")
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"msg": "b"}}}]
+    answer = server.send(batch, rev="2025-03-26")
+    assert answer.status == 200 and answer.headers["content-type"] == "application/json"
+    (array,) = answer.messages
+    assert sorted(m["id"] for m in array) == [1, 2]
+    assert next(m for m in array if m["id"] == 2)["result"]["content"][0]["text"] == "b\n"
