@@ -419,14 +419,22 @@ def _self_command() -> tuple[str, list[str]]:
 # --- the commands: plain functions, called with the parsed values by name ---------------------
 def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
            max_calls: str | None, max_tasks: str | None, watch: bool, read_only: bool, only: list[str],
-           exclude: list[str]) -> NoReturn:
+           exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
+           insecure_no_auth: bool) -> NoReturn:
     from mcpwrap.config import Toolset
 
     def names(values: list[str]) -> frozenset[str]:
         return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
 
+    remote = None
+    if http is not None:
+        from mcpwrap import http as http_module
+        try:
+            remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth)
+        except ValueError as exc:
+            _usage_error(("serve",), str(exc))
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
-                                   max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude))))
+                                   max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude)), remote))
 
 
 def _init(file: str, force: bool, from_help: str | None) -> None:
@@ -968,7 +976,14 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("watch", "--watch", "Reload the tools file when it changes (--no-watch: do not).", default=True, off="--no-watch"),
         _opt("read_only", "--read-only", "Serve only the tools annotated readOnlyHint = true."),
         _opt("only", "--only", "Serve only these tools (comma-separated names; repeatable).", "NAME,...", many=True),
-        _opt("exclude", "--exclude", "Do not serve these tools (comma-separated names; repeatable).", "NAME,...", many=True))),
+        _opt("exclude", "--exclude", "Do not serve these tools (comma-separated names; repeatable).", "NAME,...", many=True),
+        _opt("http", "--http", "Serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1; port 0 picks one) at /mcp "
+             "instead of stdio; needs the http extra.", "[HOST:]PORT"),
+        _opt("token_file", "--token-file", "With --http: require a bearer token, one of this 0600 file's lines.", "PATH"),
+        _opt("allowed_origin", "--allowed-origin", "With --http: a browser Origin that may call (e.g. https://app.example); "
+             "repeatable; default: loopback origins only.", "ORIGIN", many=True),
+        _opt("insecure_no_auth", "--insecure-no-auth", "With --http: allow a non-loopback address without --token-file "
+             "(only behind a proxy that authenticates)."))),
     ("init",): Command("Write a commented starter tools file that demonstrates each major feature.", _init, (
         Param("file", "Where to write the starter tools file.", metavar="[FILE]", default="tools.toml"),
         _opt("force", "--force", "Overwrite an existing file."),
@@ -1253,7 +1268,7 @@ def inline_tools(specs: list[str]) -> str:
 
 def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
-                  tools: list[str] | None = None, toolset: Any = None) -> int:
+                  tools: list[str] | None = None, toolset: Any = None, remote: Any = None) -> int:
     from mcpwrap import server, signing
     from mcpwrap.config import Toolset
 
@@ -1272,7 +1287,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     config = toolset.apply(config)
     if not config.tools and (toolset.read_only or toolset.only):
         _fail("--read-only/--only leave no tool to serve", EXIT_USAGE)
-    if sys.stdin.isatty():
+    if sys.stdin.isatty() and remote is None:
         print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
               "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
     options = server.Options(
@@ -1280,6 +1295,9 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
         toolset=toolset)
     try:
+        if remote is not None:
+            from mcpwrap import http
+            return http.run(config, options, remote)
         return server.run(config, options)
     except signing.SecretFileError as exc:
         _fail(str(exc), EXIT_CONFIG)

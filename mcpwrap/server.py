@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -166,6 +166,11 @@ class _Output:
             await self.stream.send_all(data)
 
 
+class Sink(Protocol):
+    """Where an Outbox writes: stdout here, an HTTP response in http.py."""
+    async def write(self, data: bytes) -> None: ...
+
+
 class Outbox:
     """stdout's backlog, bounded in bytes, with backpressure instead of growth.
 
@@ -216,7 +221,7 @@ class Outbox:
         self.closed = True
         self.lot.unpark_all()
 
-    async def write_to(self, output: _Output) -> None:
+    async def write_to(self, output: Sink) -> None:
         """The one writer of stdout; returns when closed and empty, or when stdout breaks."""
         while True:
             while not self.items:
@@ -608,12 +613,14 @@ async def _stop_on_signal(scope: trio.CancelScope) -> None:
             return
 
 
-def run(config: config_module.Config, options: Options) -> int:
+def run(config: config_module.Config, options: Options,
+        main: Callable[[config_module.Config, Options], Awaitable[int]] = serve) -> int:
+    """The process around a driver: log level, fd limit, trio, and stderr flushed at the end."""
     global _threshold
     _threshold = LEVELS.index(options.log_level)
     _raise_fd_limit()
     gc.freeze()                           # the tools live as long as the server: no collection need walk them
     try:
-        return trio.run(serve, config, options)
+        return trio.run(main, config, options)
     finally:
         _stderr.flush(FLUSH_S)

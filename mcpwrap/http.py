@@ -1,0 +1,611 @@
+"""Streamable HTTP: the second driver over the same sans-IO core, on hypercorn's trio worker.
+
+One endpoint (`/mcp`) answers both eras, decided per POST from the body as on
+stdio. A 2026-07-28 request gets a `Core` of its own for the length of its
+POST (request ids of different clients never meet), its mirrored headers
+checked first (`protocol/binding.py`); closing its response is its
+cancellation. `initialize` opens a legacy session: a `Core` and a `Driver`
+that live, under the hub's nursery, until DELETE, idle expiry or shutdown;
+its POSTs share them, and its `Router` sends each message to the response it
+belongs to (answers by id, progress by token, the rest by the POST whose task
+produced it, else the session's GET stream). A legacy disconnect is not a
+cancellation (2025-11-25 says so); the answer is then dropped.
+
+Every answer leaves through the one `Outbox` of its response: the first
+message is sent as `application/json` when it is also the last, else the
+response becomes an SSE stream. Tool calls share one `--max-calls` limiter
+across all clients; HTTP requests, sessions and bodies are bounded; Origin,
+Host and the bearer token are checked before a body is read.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import ipaddress
+import os
+import secrets
+import time
+import traceback
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+from mcpwrap import config as config_module
+from mcpwrap import jsonrpc, signing
+from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
+from mcpwrap.protocol import binding
+from mcpwrap.protocol.core import Core
+from mcpwrap.protocol.legacy import State
+from mcpwrap.protocol.modern import is_modern
+from mcpwrap import server
+from mcpwrap.server import (Driver, Options, Outbox, SecretSource, _needs_secret, _stop_on_signal, file_signature,
+                            log, tracing)
+
+ENDPOINT = "/mcp"
+SESSION_IDLE_S = 3600.0           # a legacy session nobody used for this long is ended (404 afterwards)
+MAX_SESSIONS = 1000
+MAX_EXCHANGES = 1024              # HTTP requests served at once; more get 503
+KEEPALIVE_S = 15.0                # an SSE comment this often keeps proxies from closing a quiet stream
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    host: str
+    port: int
+    token_file: Path | None = None
+    allowed_origins: tuple[str, ...] = ()
+    insecure_no_auth: bool = False
+    session_idle_s: float = SESSION_IDLE_S
+    max_sessions: int = MAX_SESSIONS
+    max_exchanges: int = MAX_EXCHANGES
+    max_body: int = jsonrpc.MAX_LINE
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """`[HOST:]PORT` (an IPv6 host in brackets); the host defaults to 127.0.0.1."""
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--http wants [HOST:]PORT, got {text!r}")
+    return host, int(port)
+
+
+def http_options(address: str, token_file: str | None, origins: list[str], insecure: bool) -> HttpOptions:
+    """The --http options as given on the command line (ValueError for a malformed one)."""
+    host, port = parse_address(address)
+    return HttpOptions(host, port, Path(token_file) if token_file else None, tuple(origins), insecure)
+
+
+def exposure_problem(options: HttpOptions) -> str | None:
+    """Why these options must not start: a non-loopback bind with nobody to authenticate."""
+    if options.loopback or options.token_file is not None or options.insecure_no_auth:
+        return None
+    return (f"refusing to serve {options.host}:{options.port} without authentication: anyone who can reach it "
+            "could run the tools. Give --token-file FILE (bearer tokens), bind 127.0.0.1, or, behind a proxy "
+            "that authenticates, --insecure-no-auth")
+
+
+class TokenFile:
+    """Bearer tokens, one a line, from a file only its owner can read; re-read when it changes (rotation)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.signature: tuple[int, ...] | None = None
+        self.tokens: list[bytes] = []
+        self.current()                    # a bad file refuses to start
+
+    def current(self) -> list[bytes]:
+        signature = file_signature(self.path)
+        if signature != self.signature:
+            self.signature, self.tokens = signature, self._read()
+        return self.tokens
+
+    def _read(self) -> list[bytes]:
+        fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            st = os.fstat(fd)
+            if st.st_mode & 0o077 or st.st_uid != os.geteuid():
+                raise signing.SecretFileError(f"{self.path}: a token file must be owned by this user and "
+                                              f"not readable by others (chmod 600 {self.path})")
+            tokens = binding.parse_tokens(os.read(fd, 1 << 20).decode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+        if not tokens or any(len(t) < 16 for t in tokens):
+            raise signing.SecretFileError(f"{self.path}: give one token of at least 16 characters a line")
+        return tokens
+
+
+_current: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("mcpwrap_http_stream", default=None)
+
+
+@dataclass(eq=False)
+class Stream:
+    """One HTTP response: the messages that belong to it, bounded like stdout, then its end."""
+    expect: set[RequestId] = field(default_factory=set)
+    outbox: Outbox = field(default_factory=Outbox)
+
+    @property
+    def live(self) -> bool:
+        return not self.outbox.closed
+
+
+def _answered(message: Any) -> list[RequestId]:
+    """The request ids a message answers (a batch answer covers several)."""
+    items = message if isinstance(message, list) else [message]
+    return [m["id"] for m in items if isinstance(m, dict) and "method" not in m and m.get("id") is not None]
+
+
+class Router(Outbox):
+    """A driver's outbox over HTTP: each message goes to the response it belongs to, or nowhere."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: dict[RequestId, Stream] = {}
+        self.tokens: dict[str | int, Stream] = {}
+        self.default: Stream | None = None    # the legacy GET stream, or a modern POST's one response
+        self.target: Stream | None = None
+        self.ids: list[RequestId] = []
+
+    def open(self, requests: list[Request]) -> Stream:
+        stream = Stream({r.id for r in requests})
+        for request in requests:
+            self.waiting[request.id] = stream
+            meta = request.params.get("_meta")
+            token = meta.get("progressToken") if isinstance(meta, dict) else None
+            if isinstance(token, (str, int)) and not isinstance(token, bool):
+                self.tokens[token] = stream
+        return stream
+
+    def aim(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """Where the next `put` goes; called with the message the driver is about to encode."""
+        self.ids = _answered(message)
+        if self.ids:
+            self.target = self.waiting.get(self.ids[0])
+            return
+        params = message.get("params") if isinstance(message, dict) else None
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        candidates = [self.tokens.get(token) if isinstance(token, (str, int)) else None, _current.get(), self.default]
+        self.target = next((s for s in candidates if s is not None and s.live and self._mine(s)), None)
+
+    def _mine(self, stream: Stream) -> bool:
+        return stream is self.default or stream in self.waiting.values() or stream in self.tokens.values()
+
+    def put(self, data: bytes, droppable: bool = False) -> None:
+        stream, self.target = self.target, None
+        for request_id in self.ids:
+            self.waiting.pop(request_id, None)
+        if stream is None:
+            return
+        stream.outbox.put(data, droppable)
+        if self.ids:
+            stream.expect.difference_update(self.ids)
+            if not stream.expect:
+                self.finish(stream)
+
+    def finish(self, stream: Stream) -> None:
+        stream.outbox.close()
+        self.tokens = {t: s for t, s in self.tokens.items() if s is not stream}
+
+    async def room(self) -> None:
+        return                            # each response is bounded on its own; nobody waits for all of them
+
+    def close(self) -> None:
+        for stream in {*self.waiting.values(), *self.tokens.values(), *([self.default] if self.default else [])}:
+            stream.outbox.close()
+        super().close()
+
+
+class RoutedDriver(Driver):
+    """The stdio driver, with each outgoing message aimed at its HTTP response before it is written."""
+    outbox: Router
+    __hash__ = object.__hash__            # one exchange's or session's: identity is equality
+
+    def _send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
+        self.outbox.aim(message)
+        super()._send(message)
+
+
+class Reply:
+    """The output an `Outbox` writes to: one JSON body when the first message is the last, else SSE."""
+
+    def __init__(self, send: Send, outbox: Outbox, modern: bool, headers: list[tuple[bytes, bytes]]) -> None:
+        self.send, self.outbox, self.modern, self.headers = send, outbox, modern, headers
+        self.started = self.sse = False
+
+    async def write(self, data: bytes) -> None:
+        if not self.started:
+            self.started = True
+            if self.outbox.closed and not self.outbox.items:
+                status = binding.status_of(orjson.loads(data), self.modern) if self.modern else 200
+                await _respond(self.send, status, data, self.headers)
+                return
+            self.sse = True
+            await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self.headers})
+        await self.send({"type": "http.response.body", "body": b"event: message\ndata: " + data.rstrip(b"\n")
+                         + b"\n\n", "more_body": True})
+
+    async def comment(self) -> None:
+        if self.sse:
+            await self.send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
+
+    async def end(self) -> None:
+        if self.sse:
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        elif not self.started:            # nothing came (shutting down): still an answer
+            await _respond(self.send, 503, jsonrpc.encode(binding.Refusal(503, "server shutting down").body()))
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())] if body else []
+    await send({"type": "http.response.start", "status": status, "headers": head + (headers or [])})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _refuse(send: Send, refusal: binding.Refusal, request_id: RequestId | None = None) -> None:
+    headers = [(k.encode(), v.encode()) for k, v in refusal.headers]
+    await _respond(send, refusal.status, jsonrpc.encode(refusal.body(request_id)), headers)
+
+
+@dataclass(eq=False)
+class Session:
+    """One legacy session: its own core (negotiated revision, capabilities, log level, questions)."""
+    id: str
+    core: Core
+    router: Router
+    scope: trio.CancelScope
+    driver: RoutedDriver | None = None
+    last_used: float = field(default_factory=time.monotonic)
+    busy: int = 0
+
+
+class Hub:
+    """What every exchange shares: the current tools, the limits, the secret, the sessions."""
+
+    def __init__(self, config: config_module.Config, options: Options, http: HttpOptions) -> None:
+        self.options, self.http = options, http
+        self.secret = SecretSource(options.secret_file)
+        self.ledger = signing.NonceLedger(options.state_dir)
+        self.tokens = TokenFile(http.token_file) if http.token_file is not None else None
+        self.sessions: dict[str, Session] = {}
+        self.listens: set[RoutedDriver] = set()
+        self.exchanges = 0
+        self.slots = trio.CapacityLimiter(options.max_calls)
+        self.limiters: dict[str, trio.CapacityLimiter] = {}
+        self.root = self.core(config)     # holds the tools as reloaded; answers nobody
+        self.nursery: trio.Nursery | None = None
+
+    def core(self, config: config_module.Config | None = None) -> Core:
+        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume)
+
+    def driver(self, core: Core, nursery: trio.Nursery, router: Router) -> RoutedDriver:
+        driver = RoutedDriver(core, self.options, nursery, router, limiters=self.limiters)
+        driver.slots = self.slots         # --max-calls bounds the calls of all clients together
+        return driver
+
+    # --- the ASGI application -------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        refusal = self._gate(scope, headers)
+        if refusal is not None:
+            await _refuse(send, refusal)
+            return
+        if self.exchanges >= self.http.max_exchanges:
+            await _refuse(send, binding.Refusal(503, "too many requests in progress; try again shortly",
+                                                headers=(("retry-after", "1"),)))
+            return
+        self.exchanges += 1
+        try:
+            if scope["method"] == "POST":
+                await self._post(headers, receive, send)
+            elif scope["method"] == "GET":
+                await self._get(headers, receive, send)
+            else:
+                await self._delete(headers, send)
+        except Exception:
+            log("mcpwrap: internal error in an HTTP exchange:\n" + traceback.format_exc(), "error")
+            raise
+        finally:
+            self.exchanges -= 1
+
+    def _gate(self, scope: Scope, headers: dict[str, str]) -> binding.Refusal | None:
+        """Path, method, Origin, Host, token: all before a byte of the body is read."""
+        if scope["path"].rstrip("/") != ENDPOINT:
+            return binding.Refusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
+        refusal = (binding.origin_refusal(headers.get("origin"), self.http.allowed_origins)
+                   or binding.host_refusal(headers.get("host"), self.http.loopback, self.http.allowed_origins))
+        if refusal is None and self.tokens is not None:
+            try:
+                tokens = self.tokens.current()
+            except (OSError, signing.SecretFileError) as exc:
+                log(f"mcpwrap: cannot read the token file, refusing every request: {exc}", "error")
+                tokens = []
+            refusal = binding.token_refusal(headers.get("authorization"), tokens)
+        if refusal is None and scope["method"] not in ("POST", "GET", "DELETE"):
+            refusal = binding.Refusal(405, "Method Not Allowed", headers=(("allow", "POST, GET, DELETE"),))
+        return refusal
+
+    async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            await _refuse(send, binding.Refusal(415, "Unsupported Media Type: POST a JSON-RPC message as "
+                                                "application/json"))
+            return
+        body = await _read_body(receive, self.http.max_body)
+        if body is None:
+            await _refuse(send, binding.Refusal(413, f"Payload Too Large: at most {self.http.max_body} bytes"))
+            return
+        if tracing():
+            log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
+        message = jsonrpc.decode(body)
+        if isinstance(message, Request) and message.method != "initialize" and is_modern(message.params):
+            await self._modern(headers, message, receive, send)
+        elif isinstance(message, Invalid):
+            refusal = binding.Refusal(400, message.message, message.code)
+            await _refuse(send, refusal, message.id)
+        else:
+            await self._legacy(headers, message, receive, send)
+
+    # --- 2026-07-28: one core per POST ----------------------------------------------------
+    async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send) -> None:
+        mismatch = binding.check_modern_headers(headers, request)
+        if mismatch is not None:
+            await _refuse(send, binding.Refusal(400, mismatch.message, mismatch.code), request.id)
+            return
+        core, router = self.core(), Router()
+        stream = router.default = router.open([request])
+        async with trio.open_nursery() as nursery:
+            driver = self.driver(core, nursery, router)
+            nursery.start_soon(_disconnected, receive,     # closing it early is the cancellation
+                               lambda: None if stream.outbox.closed else nursery.cancel_scope.cancel())
+            _current.set(stream)
+            driver.perform(core.receive(request))
+            if request.id in core.listens:
+                self.listens.add(driver)
+                if self.options.watch:
+                    nursery.start_soon(driver.watch, core.config.path, file_signature(core.config.path))
+            try:
+                await _write(stream, Reply(send, stream.outbox, True, []), nursery)
+            finally:
+                self.listens.discard(driver)
+                nursery.cancel_scope.cancel()
+
+    # --- legacy: sessions -----------------------------------------------------------------
+    async def _legacy(self, headers: dict[str, str], message: jsonrpc.Message, receive: Receive, send: Send) -> None:
+        refusal = binding.legacy_version_refusal(headers)
+        if refusal is not None:
+            await _refuse(send, refusal)
+            return
+        initialize = isinstance(message, Request) and message.method == "initialize"
+        session_id = headers.get("mcp-session-id")
+        if initialize:
+            if len(self.sessions) >= self.http.max_sessions:
+                await _refuse(send, binding.Refusal(503, "too many sessions; try again later",
+                                                    headers=(("retry-after", "5"),)))
+                return
+            session = await self._open_session()
+        elif session_id is None:
+            await _refuse(send, binding.Refusal(400, "Bad Request: Mcp-Session-Id header is required (send "
+                                                "initialize first), or use 2026-07-28 _meta"))
+            return
+        elif (found := self.sessions.get(session_id)) is None:
+            await _refuse(send, binding.Refusal(404, "Not Found: unknown or expired session; initialize again"))
+            return
+        else:
+            session = found
+        session.busy += 1
+        try:
+            await self._in_session(session, message, initialize, receive, send)
+        finally:
+            session.busy -= 1
+            session.last_used = time.monotonic()
+            if initialize and session.core.session.state is State.NEW:
+                self._end_session(session)        # the initialize was refused: no session was made
+
+    async def _in_session(self, session: Session, message: jsonrpc.Message, initialize: bool, receive: Receive,
+                          send: Send) -> None:
+        assert session.driver is not None
+        items = message.items if isinstance(message, Batch) else (message,)
+        requests = [m for m in items if isinstance(m, Request)]
+        if not requests:
+            session.driver.perform(session.core.receive(message))
+            await _respond(send, 202, b"")
+            return
+        stream = session.router.open(requests)
+        _current.set(stream)
+        session.driver.perform(session.core.receive(message))
+        extra = [(b"mcp-session-id", session.id.encode())] if initialize else []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_disconnected, receive, stream.outbox.close)   # not a cancellation in legacy
+            await _write(stream, Reply(send, stream.outbox, False, extra), nursery)
+            nursery.cancel_scope.cancel()
+
+    async def _open_session(self) -> Session:
+        session = Session(secrets.token_urlsafe(32), self.core(), Router(), trio.CancelScope())
+        assert self.nursery is not None
+        session.driver = await self.nursery.start(self._host_session, session)
+        self.sessions[session.id] = session
+        return session
+
+    async def _host_session(self, session: Session, task_status: trio.TaskStatus[RoutedDriver]) -> None:
+        """The session's calls, timers and watchers live here, beyond any one POST."""
+        with session.scope:
+            async with trio.open_nursery() as nursery:
+                driver = self.driver(session.core, nursery, session.router)
+                if self.options.watch:
+                    nursery.start_soon(driver.watch, session.core.config.path,
+                                       file_signature(session.core.config.path))
+                task_status.started(driver)
+                await trio.sleep_forever()
+
+    def _end_session(self, session: Session) -> None:
+        if self.sessions.pop(session.id, None) is not None:
+            log(f"mcpwrap: HTTP session {session.id[:8]}... ended", "debug")
+        session.scope.cancel()            # its calls are cancelled: their process groups are killed
+        session.router.close()
+
+    async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        """The legacy session's own stream, for what belongs to no request (list changes, task status)."""
+        session = self.sessions.get(headers.get("mcp-session-id") or "")
+        if session is None:
+            status = 404 if "mcp-session-id" in headers else 405
+            await _refuse(send, binding.Refusal(status, "GET opens a legacy session's stream: give its "
+                                                "Mcp-Session-Id" if status == 404 else "Method Not Allowed"))
+            return
+        if session.router.default is not None:
+            session.router.default.outbox.close()     # one GET stream a session: the newer one wins
+        stream = session.router.default = Stream()
+        reply = Reply(send, stream.outbox, False, [])
+        reply.started = reply.sse = True
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        session.busy += 1
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_disconnected, receive, stream.outbox.close)
+                await _write(stream, reply, nursery)
+                nursery.cancel_scope.cancel()
+        finally:
+            session.busy -= 1
+            session.last_used = time.monotonic()
+
+    async def _delete(self, headers: dict[str, str], send: Send) -> None:
+        session = self.sessions.get(headers.get("mcp-session-id") or "")
+        if session is None:
+            await _refuse(send, binding.Refusal(404 if "mcp-session-id" in headers else 405,
+                                                "unknown or expired session"))
+            return
+        self._end_session(session)
+        await _respond(send, 204, b"")
+
+    async def expire(self) -> None:
+        """End sessions idle (no open response, no request) for longer than the limit."""
+        while True:
+            await trio.sleep(min(self.http.session_idle_s / 4, 60.0))
+            now = time.monotonic()
+            for session in list(self.sessions.values()):
+                if not session.busy and now - session.last_used > self.http.session_idle_s:
+                    self._end_session(session)
+
+    def shutdown(self) -> None:
+        """End listen streams as stdio does (cancellation, then result), and every session."""
+        for driver in list(self.listens):
+            driver.perform(driver.core.shutdown())
+        for session in list(self.sessions.values()):
+            self._end_session(session)
+
+
+async def _write(stream: Stream, reply: Reply, nursery: trio.Nursery) -> None:
+    """Write the response's messages until it is answered (or its client left); keep a quiet SSE alive."""
+    async def keepalive() -> None:
+        while True:
+            await trio.sleep(KEEPALIVE_S)
+            await reply.comment()
+
+    nursery.start_soon(keepalive)
+    try:
+        await stream.outbox.write_to(reply)
+        await reply.end()
+    except OSError:
+        stream.outbox.close()             # the client went away while we wrote
+
+
+async def _disconnected(receive: Receive, then: Callable[[], None]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    then()
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    body = bytearray()
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect":
+            return bytes(body)
+        body += event.get("body", b"")
+        if len(body) > limit:
+            return None
+        if not event.get("more_body", False):
+            return bytes(body)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        event = await receive()
+        if event["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif event["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def serve(config: config_module.Config, options: Options, http: HttpOptions) -> int:
+    problem = exposure_problem(http)
+    try:
+        from hypercorn.config import Config as HypercornConfig
+        from hypercorn.trio import serve as hypercorn_serve
+    except ImportError:
+        problem = "--http needs hypercorn: pip install 'mcpwrap-cli[http]'"
+    if problem is not None:
+        log(f"mcpwrap: {problem}", "error")
+        return 2
+    hub = Hub(config, options, http)
+    if _needs_secret(config):
+        hub.secret()                      # refuse to start on a bad secret file, before any request
+    settings = HypercornConfig()
+    settings.bind = [f"[{http.host}]:{http.port}" if ":" in http.host else f"{http.host}:{http.port}"]
+    settings.accesslog = settings.errorlog = None
+    signalled = trio.CancelScope()
+
+    async def stop() -> None:
+        with signalled:
+            await trio.sleep_forever()
+        hub.shutdown()
+
+    async with trio.open_nursery() as nursery:
+        hub.nursery = nursery
+
+        async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
+            await hypercorn_serve(hub, settings, shutdown_trigger=stop,  # type: ignore[arg-type]  # its TypedDicts
+                                  task_status=task_status)
+            nursery.cancel_scope.cancel()   # the graceful shutdown is over: end sessions' tasks too
+
+        nursery.start_soon(hub.expire)
+        nursery.start_soon(_stop_on_signal, signalled)
+        if options.watch:
+            nursery.start_soon(hub.driver(hub.root, nursery, Router()).watch, config.path,
+                               file_signature(config.path))
+        binds = await nursery.start(run_server)
+        log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path} on "
+            f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.tokens else " (no authentication)"))
+    return 0
+
+
+def run(config: config_module.Config, options: Options, http: HttpOptions) -> int:
+    """`mcpwrap serve --http`: the stdio server's process set-up around the HTTP driver."""
+    return server.run(config, options, functools.partial(serve, http=http))

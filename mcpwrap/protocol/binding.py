@@ -1,0 +1,149 @@
+"""The Streamable HTTP binding's rules as data and pure functions: no sockets, no trio.
+
+What a POST must carry and what status each answer gets, decided here so the
+driver (`mcpwrap/http.py`) only moves bytes. 2026-07-28 mirrors body fields
+into headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); a missing,
+malformed or disagreeing header is -32020 with 400, because a load balancer
+may have routed on the header while we would execute the body. Errors the
+spec gives an HTTP status get it; other JSON-RPC errors travel with 200, as
+the legacy revisions always did. Origin and Host are checked against DNS
+rebinding, bearer tokens compared in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcpwrap.jsonrpc import Request
+from mcpwrap.protocol.modern import VERSION_KEY
+from mcpwrap.protocol.revisions import ALL_VERSIONS
+from mcpwrap.protocol.tools import ProtocolError
+
+HEADER_MISMATCH = -32020
+# modern error code -> HTTP status (2026-07-28: transports, basic/index and the schema's error types)
+MODERN_STATUS = {-32700: 400, -32600: 400, -32601: 404, -32602: 400, -32020: 400, -32021: 400, -32022: 400,
+                 -32603: 500}
+NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}   # Mcp-Name mirrors these
+SHOWN = {"mcp-protocol-version": "MCP-Protocol-Version", "mcp-method": "Mcp-Method", "mcp-name": "Mcp-Name"}
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+SENTINEL = ("=?base64?", "?=")           # a value that is not plain ASCII travels base64-encoded between these
+_VISIBLE = re.compile(r"^[\x20-\x7e]*$")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An HTTP answer decided before the core sees the message."""
+    status: int
+    message: str
+    code: int = -32600
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def body(self, request_id: Any = None) -> dict[str, Any]:
+        """A JSON-RPC error; without an id, as the spec allows for transport-level refusals."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "error": {"code": self.code, "message": self.message}}
+        if request_id is not None:
+            message["id"] = request_id
+        return message
+
+
+def decode_value(value: str) -> str | None:
+    """A mirrored header value, base64 sentinel decoded; None when it is malformed."""
+    if not _VISIBLE.match(value):
+        return None
+    if not (value.startswith(SENTINEL[0]) and value.endswith(SENTINEL[1]) and len(value) >= len("".join(SENTINEL))):
+        return value.strip(" \t")
+    try:
+        return base64.b64decode(value[len(SENTINEL[0]):-len(SENTINEL[1])], validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def check_modern_headers(headers: Mapping[str, str], request: Request) -> ProtocolError | None:
+    """2026-07-28 request metadata headers against the body (the body stays the source of truth)."""
+    meta = request.params.get("_meta")
+    expected = [("mcp-protocol-version", meta.get(VERSION_KEY) if isinstance(meta, dict) else None),
+                ("mcp-method", request.method)]
+    if request.method in NAME_SOURCE:
+        expected.append(("mcp-name", request.params.get(NAME_SOURCE[request.method])))
+    for name, body in expected:
+        raw = headers.get(name)
+        shown = SHOWN[name]
+        if raw is None:
+            return ProtocolError(HEADER_MISMATCH, f"Header mismatch: required header {shown} is missing")
+        value = decode_value(raw) if name == "mcp-name" else raw.strip(" \t")
+        if value is None:
+            return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {shown} header is malformed")
+        if value != body:
+            return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {shown} header value {value!r} does not "
+                                 f"match body value {body!r}")
+    return None
+
+
+def legacy_version_refusal(headers: Mapping[str, str]) -> Refusal | None:
+    """2025-06-18 on: an unsupported MCP-Protocol-Version is 400 (its absence means 2025-03-26)."""
+    version = headers.get("mcp-protocol-version")
+    if version is not None and version.strip() not in ALL_VERSIONS:
+        return Refusal(400, f"Unsupported MCP-Protocol-Version {version.strip()!r}; supported: "
+                       f"{', '.join(ALL_VERSIONS)}")
+    return None
+
+
+def status_of(message: Mapping[str, Any] | list[Any], modern: bool) -> int:
+    """The HTTP status of a POST's one answer: an error's, for a modern peer; otherwise 200."""
+    error = message.get("error") if isinstance(message, Mapping) else None
+    if not modern or not isinstance(error, Mapping):
+        return 200
+    return MODERN_STATUS.get(error.get("code"), 200)   # type: ignore[arg-type]
+
+
+def host_name(authority: str) -> str:
+    """The host of a Host header or an origin's netloc, without port or brackets, lowercased."""
+    return (urlsplit("//" + authority).hostname or "").lower()
+
+
+def origin_refusal(origin: str | None, allowed: Iterable[str]) -> Refusal | None:
+    """403 for a browser page from elsewhere (DNS rebinding); no Origin means no browser page."""
+    if origin is None:
+        return None
+    allowed = list(allowed)
+    if origin.rstrip("/") in (a.rstrip("/") for a in allowed):
+        return None
+    parts = urlsplit(origin)
+    if not allowed and parts.scheme in ("http", "https") and (parts.hostname or "").lower() in LOOPBACK_HOSTS:
+        return None
+    return Refusal(403, f"Forbidden: Origin {origin!r} is not allowed (see --allowed-origin)")
+
+
+def host_refusal(host: str | None, loopback_only: bool, allowed_origins: Iterable[str]) -> Refusal | None:
+    """A server bound to loopback answers only to loopback names (or an allowed origin's host)."""
+    if not loopback_only:
+        return None
+    name = host_name(host or "")
+    if name in LOOPBACK_HOSTS or name in {host_name(urlsplit(o).netloc) for o in allowed_origins}:
+        return None
+    return Refusal(403, f"Forbidden: Host {host!r} is not a name of this loopback server")
+
+
+def token_refusal(authorization: str | None, tokens: Iterable[bytes]) -> Refusal | None:
+    """Bearer auth: every token is compared (constant time), so timing tells nothing about which failed."""
+    scheme, _, presented = (authorization or "").partition(" ")
+    given = presented.strip().encode("utf-8", "replace")
+    matched = False
+    for token in tokens:
+        matched |= hmac.compare_digest(given, token)
+    if scheme.lower() == "bearer" and matched:
+        return None
+    challenge = 'Bearer realm="mcpwrap"' + ('' if authorization is None else ', error="invalid_token"')
+    return Refusal(401, "Unauthorized: a valid bearer token is required", headers=(("www-authenticate", challenge),))
+
+
+def parse_tokens(text: str) -> list[bytes]:
+    """A token file: one token a line; blank lines and '#' comments are skipped."""
+    return [line.strip().encode() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
