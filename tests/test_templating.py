@@ -196,7 +196,7 @@ def expected(parts: list[Part], args: dict[str, Any]) -> tuple[list[str], bool]:
     def emit(pieces: list[Piece], args: dict[str, Any]) -> None:
         nonlocal refused, separated
         names = named(pieces)
-        if pieces == [("--", None)]:
+        if not names and "".join(text for text, _ in pieces) == "--":   # "--" however the template spells it
             separated = True
         if any(name not in args for name in names):
             return
