@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from tests import mcpschema
-from tests.test_ts_client import NODE, ROOT, TIMEOUT_S, TS_DIR, needs_node, needs_sdk, tail
+from tests.test_ts_client import (
+    NODE,
+    ROOT,
+    TIMEOUT_S,
+    TS_DIR,
+    needs_node,
+    needs_sdk,
+    tail,
+)
 
 CLIENT = TS_DIR / "content.mjs"
 FIXTURE = ROOT / "tests" / "fixtures" / "content.toml"
@@ -37,11 +45,10 @@ def check_wire(path: Path, rev: str) -> int:
     return checked
 
 
-@needs_node
-@needs_sdk
-def test_typescript_sdk_resources_prompts_and_output(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    proc = subprocess.Popen([NODE, str(CLIENT), sys.executable, str(FIXTURE), str(run_dir)],  # type: ignore[list-item]
+def run_client(client: Path, fixture: Path, run_dir: Path) -> tuple[dict[str, Any], str]:
+    """Run a tests/ts client against `serve fixture`; its JSON summary (it must have ended ok) and
+    what to show when a later assertion fails."""
+    proc = subprocess.Popen([NODE, str(client), sys.executable, str(fixture), str(run_dir)],  # type: ignore[list-item]
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
@@ -53,6 +60,14 @@ def test_typescript_sdk_resources_prompts_and_output(tmp_path: Path) -> None:
                f"--- server stderr (tail):\n{tail(run_dir / 'server-stderr.log')}")
     summary = json.loads(out.strip().splitlines()[-1])
     assert proc.returncode == 0 and summary["ok"] and summary["step"] == "done", context
+    return summary, context
+
+
+@needs_node
+@needs_sdk
+def test_typescript_sdk_resources_prompts_and_output(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    summary, context = run_client(CLIENT, FIXTURE, run_dir)
     assert summary["capabilities"]["resources"] == {"listChanged": True, "subscribe": True}
     assert summary["resources"] == ["notes"] and summary["notes"] == "# Notes\nKeep it short.\n"
     assert summary["templates"] == ["mcpwrap://output/{call}/{stream}{?offset,length}", "greet://{who}"]
