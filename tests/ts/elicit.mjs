@@ -9,41 +9,22 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { recordedTransport } from './recorded.mjs';
 
 const TIMEOUT_MS = 30_000;                 // hang guards only
 const ANSWER = { env: 'prod', size: 'm', tags: ['a', 'b'] };
 const [python, toolsFile, tmpArg] = process.argv.slice(2);
 const tmpdir = path.resolve(tmpArg);
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const wire = [];
 const summary = { ok: false, step: 'start', error: null, forms: [] };
 let stderrText = '';
 
 async function main() {
   fs.mkdirSync(tmpdir, { recursive: true });
-  const transport = new StdioClientTransport({
-    command: python,
-    args: ['-m', 'mcpwrap', 'serve', path.resolve(toolsFile),
-      '--secret-file', path.join(tmpdir, 'secret'), '--state-dir', path.join(tmpdir, 'state')],
-    env: { ...getDefaultEnvironment(), PATH: process.env.PATH ?? '/usr/bin:/bin',
-      PYTHONPATH: [repoRoot, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) },
-    cwd: repoRoot,
-    stderr: 'pipe',
-  });
-  transport.stderr.on('data', chunk => { stderrText += chunk.toString(); });
-  const send = transport.send.bind(transport);
-  transport.send = (message, options) => { wire.push({ dir: '>', msg: message }); return send(message, options); };
-  let inner;
-  Object.defineProperty(transport, 'onmessage', {
-    configurable: true,
-    get: () => (inner ? message => { wire.push({ dir: '<', msg: message }); inner(message); } : undefined),
-    set: handler => { inner = handler; },
-  });
+  const transport = recordedTransport(python, toolsFile, tmpdir, wire, text => { stderrText += text; });
   const client = new Client({ name: 'mcpwrap-ts-elicit', version: '1.0.0' },
     { capabilities: { elicitation: { form: {} } } });
   // The SDK parses the request with its ElicitRequestSchema before this runs: what arrives is what it kept.
