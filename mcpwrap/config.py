@@ -988,15 +988,22 @@ def _cwd(t: Mapping[str, Any], defaults: dict[str, Any], base_dir: Path) -> Path
     return (base_dir / t["cwd"]) if isinstance(t.get("cwd"), str) else defaults["cwd"]
 
 
-def _read_resources(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], base_dir: Path) -> tuple[Resource, ...]:
-    out: list[Resource] = []
-    for name, table in r.typed(doc, (), "resources", dict, {}).items():
-        key = ("resources", name)
+def _named_tables(r: _Reader, doc: dict[str, Any], section: str,
+                  allowed: set[str]) -> Iterator[tuple[str, tuple[str, ...], dict[str, Any]]]:
+    """[section.NAME] tables with a valid name and only allowed keys (problems located, tables kept)."""
+    for name, table in r.typed(doc, (), section, dict, {}).items():
+        key = (section, name)
         if not _is_table(r, key, table):
             continue
         if not TOOL_NAME.match(name):
-            r.problem(key, f"resource name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
-        r.keys(table, key, RESOURCE_KEYS)
+            r.problem(key, f"{section[:-1]} name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
+        r.keys(table, key, allowed)
+        yield name, key, table
+
+
+def _read_resources(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], base_dir: Path) -> tuple[Resource, ...]:
+    out: list[Resource] = []
+    for name, key, table in _named_tables(r, doc, "resources", RESOURCE_KEYS):
         resource = _read_resource(r, name, table, key, defaults, base_dir)
         if resource is not None:
             out.append(resource)
@@ -1069,13 +1076,7 @@ def _read_resource(r: _Reader, name: str, t: dict[str, Any], key: tuple[str, ...
 def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], base_dir: Path,
                   resource_uris: set[str]) -> tuple[Prompt, ...]:
     out = []
-    for name, t in r.typed(doc, (), "prompts", dict, {}).items():
-        key = ("prompts", name)
-        if not _is_table(r, key, t):
-            continue
-        if not TOOL_NAME.match(name):
-            r.problem(key, f"prompt name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
-        r.keys(t, key, PROMPT_KEYS)
+    for name, key, t in _named_tables(r, doc, "prompts", PROMPT_KEYS):
         args = [_read_prompt_arg(r, key + ("args", arg_name), arg_name, fragment)
                 for arg_name, fragment in r.typed(t, key, "args", dict, {}).items()
                 if _is_table(r, key + ("args", arg_name), fragment)]
