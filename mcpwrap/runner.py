@@ -548,7 +548,8 @@ class _Sandboxed:
     Landlock binds the thread that restricts itself, so commands this thread spawns (vfork, as
     unconfined calls are) start confined with no code run in the child; a child that needs
     code anyway (limits) enforces `ruleset` itself. Calls of one tool share the TMPDIR root:
-    each gets its own directory in it, but they are not walled off from each other.
+    each gets its own directory in it, but they are not walled off from each other. A policy
+    evicted from the cache (reloads change policies) stops only once no call holds it.
     """
     KEPT = 32                                           # policies kept at once (reloads change them)
     _cache: dict[Sandbox, _Sandboxed] = {}
@@ -557,6 +558,7 @@ class _Sandboxed:
     def of(cls, sandbox: Sandbox) -> _Sandboxed:
         found = cls._cache.pop(sandbox, None) or cls(sandbox)
         cls._cache[sandbox] = found                     # most recently used last
+        found.users += 1                                # the caller's: give it back with release()
         while len(cls._cache) > cls.KEPT:
             cls._cache.pop(next(iter(cls._cache))).retire()
         return found
@@ -564,6 +566,8 @@ class _Sandboxed:
     def __init__(self, sandbox: Sandbox) -> None:
         self.root = tempfile.mkdtemp(dir=_temp_root())
         self.ruleset = landlock.prepare(_policy(sandbox, self.root))
+        self.users = 0
+        self.retired = False
         self.jobs: queue.SimpleQueue[Callable[[BaseException | None], None] | None] = queue.SimpleQueue()
         threading.Thread(target=self._serve, name="mcpwrap-sandboxed-spawner", daemon=True).start()
 
@@ -576,9 +580,20 @@ class _Sandboxed:
         while (job := self.jobs.get()) is not None:
             job(failure)
 
+    def release(self) -> None:
+        self.users -= 1
+        if self.retired and not self.users:
+            self._stop()
+
     def retire(self) -> None:
+        self.retired = True
+        if not self.users:
+            self._stop()
+
+    def _stop(self) -> None:
         self.jobs.put(None)
         self.ruleset.close()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     async def spawn(self, argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
         """Popen on the restricted thread; shielded, so a spawn that happened is never lost."""
@@ -632,6 +647,7 @@ class _Confinement:
                 self.limits = limits.CallLimits.create(tool.limits, tag, self.cgroup)
         except BaseException:
             self.close()
+            self.release()
             raise
 
     @property
@@ -671,6 +687,12 @@ class _Confinement:
             return False
         self.tmpdir = None
         return True
+
+    def release(self) -> None:
+        """On the loop, once the call is over: its sandbox policy may stop if it was evicted."""
+        if self.sandboxed is not None:
+            self.sandboxed.release()
+            self.sandboxed = None
 
 
 class _Child:
@@ -883,6 +905,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     except (OSError, subprocess.SubprocessError) as exc:
         if confinement is not None:
             confinement.close()
+            confinement.release()
         return error_result(f"cannot start {argv[0]!r}" + (" confined as its tools file asks" if confinement else "")
                             + f": {getattr(exc, 'strerror', None) or exc}; nothing ran")
     call = _Call(process, tag)
@@ -925,6 +948,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                     limit_hit += filter(None, [confinement.limits.explain(process.returncode, stderr_tail)])
                 if not confinement.light:
                     await trio.to_thread.run_sync(confinement.close)
+                confinement.release()
             links = await keeper.finish(tool)
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),

@@ -269,6 +269,8 @@ args.path = {{ type = "string", format = "path", within = ["{data}"], must_exist
         assert not marks.exists()                     # refused before anything ran
         assert _text(call(str(data / "inside.txt"))["result"]).strip() == "fine"
         assert marks.read_text() == "ran\n"
+
+
 def test_toolsets_select_what_is_served(tmp_path: Path) -> None:
     toml = """
 [tools.look]
@@ -329,3 +331,35 @@ args.path = { type = "string" }
     assert "Permission denied" in denied.stdout + denied.stderr
     allowed = as_task("ok.txt")
     assert allowed.returncode == 0 and "task inside" in allowed.stdout, allowed
+
+
+@needs_landlock
+def test_an_evicted_sandbox_policy_still_serves_the_call_that_holds_it(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    """Reloads change policies and the cache keeps few: one evicted while a call holds it (waiting
+    for a spawn slot) must still spawn for that call, then stop and take its TMPDIR root with it."""
+    import subprocess as sp
+
+    import trio
+
+    from mcpwrap import config as config_module, runner
+
+    monkeypatch.setattr(runner._Sandboxed, "KEPT", 1)
+    monkeypatch.setattr(runner._Sandboxed, "_cache", {})
+
+    def policy(extra: str) -> config_module.Sandbox:
+        return config_module.Sandbox(read=(*config_module.SYSTEM_READ, str(tmp_path / extra)),
+                                     write=config_module.SYSTEM_WRITE, network=False, required=True)
+
+    async def main() -> None:
+        held = runner._Sandboxed.of(policy("a"))
+        other = runner._Sandboxed.of(policy("b"))                # evicts the held one
+        assert held.retired
+        with trio.fail_after(60):
+            child = await held.spawn(["true"], {"stdout": sp.DEVNULL, "stderr": sp.DEVNULL})
+        assert child.wait(timeout=60) == 0
+        held.release()
+        assert not os.path.exists(held.root)                      # stopped once nobody held it
+        other.release()
+
+    trio.run(main)
