@@ -420,17 +420,20 @@ def _self_command() -> tuple[str, list[str]]:
 def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
            max_calls: str | None, max_tasks: str | None, watch: bool, read_only: bool, only: list[str],
            exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
-           insecure_no_auth: bool) -> NoReturn:
+           insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None) -> NoReturn:
     from mcpwrap.config import Toolset
 
     def names(values: list[str]) -> frozenset[str]:
         return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
 
     remote = None
+    if http is None and (token_file or allowed_origin or insecure_no_auth or rate or certfile or keyfile):
+        _usage_error(("serve",), "--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile and "
+                                 "--keyfile apply only with --http")
     if http is not None:
         from mcpwrap import http as http_module
         try:
-            remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth)
+            remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile)
         except ValueError as exc:
             _usage_error(("serve",), str(exc))
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
@@ -983,7 +986,13 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("allowed_origin", "--allowed-origin", "With --http: a browser Origin that may call (e.g. https://app.example); "
              "repeatable; default: loopback origins only.", "ORIGIN", many=True),
         _opt("insecure_no_auth", "--insecure-no-auth", "With --http: allow a non-loopback address without --token-file "
-             "(only behind a proxy that authenticates)."))),
+             "(only behind a proxy that authenticates)."),
+        _opt("rate", "--rate", "With --http: each client (a legacy session; else its bearer token, else its address) "
+             "may send R requests a second, in bursts of B (default R, at least 10); past it, 429 with Retry-After. "
+             "Default: no limit.", "R[/B]"),
+        _opt("certfile", "--certfile", "With --http: serve HTTPS with this PEM certificate chain (with --keyfile); "
+             "TLS does not replace --token-file.", "PATH"),
+        _opt("keyfile", "--keyfile", "With --http: the PEM private key of --certfile.", "PATH"))),
     ("init",): Command("Write a commented starter tools file that demonstrates each major feature.", _init, (
         Param("file", "Where to write the starter tools file.", metavar="[FILE]", default="tools.toml"),
         _opt("force", "--force", "Overwrite an existing file."),

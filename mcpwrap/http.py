@@ -15,7 +15,9 @@ Every answer leaves through the one `Outbox` of its response: the first
 message is sent as `application/json` when it is also the last, else the
 response becomes an SSE stream. Tool calls share one `--max-calls` limiter
 across all clients; HTTP requests, sessions and bodies are bounded; Origin,
-Host and the bearer token are checked before a body is read.
+Host, the bearer token and the client's `--rate` are checked before a body is
+read. TLS is hypercorn's (`--certfile`, `--keyfile`); it never stands in for
+authentication.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from __future__ import annotations
 import contextvars
 import functools
 import ipaddress
+import math
 import os
 import secrets
+import ssl
 import time
 import traceback
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Hashable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,8 @@ SESSION_IDLE_S = 3600.0           # a legacy session nobody used for this long i
 MAX_SESSIONS = 1000
 MAX_EXCHANGES = 1024              # HTTP requests served at once; more get 503
 KEEPALIVE_S = 15.0                # an SSE comment this often keeps proxies from closing a quiet stream
+MIN_BURST = 10                    # a client's start-up (initialize, initialized, the lists) comes at once
+MAX_BUCKETS = 10000               # past this many clients tracked, the ones back to a full bucket are forgotten
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 
@@ -70,6 +76,10 @@ class HttpOptions:
     max_sessions: int = MAX_SESSIONS
     max_exchanges: int = MAX_EXCHANGES
     max_body: int = jsonrpc.MAX_LINE
+    rate: float | None = None         # requests a second per client (--rate R[/B]); None: no limit
+    burst: int = MIN_BURST
+    certfile: Path | None = None
+    keyfile: Path | None = None
 
     @property
     def loopback(self) -> bool:
@@ -90,10 +100,28 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def http_options(address: str, token_file: str | None, origins: list[str], insecure: bool) -> HttpOptions:
+def parse_rate(text: str) -> tuple[float, int]:
+    """`R[/B]`: R requests a second on average, bursts of B (default R, at least MIN_BURST)."""
+    rate_text, slash, burst_text = text.partition("/")
+    try:
+        rate, burst = float(rate_text), int(burst_text) if slash else max(MIN_BURST, math.ceil(float(rate_text)))
+    except ValueError:
+        rate = burst = 0
+    if not (math.isfinite(rate) and rate > 0 and burst >= 1):
+        raise ValueError(f"--rate wants R[/B], R requests a second (> 0) and a burst of B (>= 1), got {text!r}")
+    return rate, burst
+
+
+def http_options(address: str, token_file: str | None, origins: list[str], insecure: bool, rate: str | None = None,
+                 certfile: str | None = None, keyfile: str | None = None) -> HttpOptions:
     """The --http options as given on the command line (ValueError for a malformed one)."""
     host, port = parse_address(address)
-    return HttpOptions(host, port, Path(token_file) if token_file else None, tuple(origins), insecure)
+    if (certfile is None) != (keyfile is None):
+        raise ValueError("--certfile and --keyfile go together (the certificate chain and its private key)")
+    per_second, burst = parse_rate(rate) if rate is not None else (None, MIN_BURST)
+    return HttpOptions(host, port, Path(token_file) if token_file else None, tuple(origins), insecure,
+                       rate=per_second, burst=burst, certfile=Path(certfile) if certfile else None,
+                       keyfile=Path(keyfile) if keyfile else None)
 
 
 def exposure_problem(options: HttpOptions) -> str | None:
@@ -103,6 +131,41 @@ def exposure_problem(options: HttpOptions) -> str | None:
     return (f"refusing to serve {options.host}:{options.port} without authentication: anyone who can reach it "
             "could run the tools. Give --token-file FILE (bearer tokens), bind 127.0.0.1, or, behind a proxy "
             "that authenticates, --insecure-no-auth")
+
+
+def tls_problem(options: HttpOptions) -> str | None:
+    """Why the certificate and key cannot serve TLS, found before the port is bound."""
+    if options.certfile is None or options.keyfile is None:
+        return None
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(options.certfile, options.keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        return f"cannot serve TLS with --certfile {options.certfile} and --keyfile {options.keyfile}: {exc}"
+    return None
+
+
+class RateLimit:
+    """A token bucket per client: `rate` requests a second on average, `burst` at once; the clock is injectable."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.buckets: dict[Hashable, tuple[float, float]] = {}     # key -> (tokens left, when counted)
+
+    def take(self, key: Hashable) -> float:
+        """0 when the request may go ahead (it takes a token), else the seconds until a token is due."""
+        now = self.clock()
+        tokens, then = self.buckets.get(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+        if tokens < 1:
+            self.buckets[key] = (tokens, now)
+            return (1 - tokens) / self.rate
+        self.buckets[key] = (tokens - 1, now)
+        if len(self.buckets) > MAX_BUCKETS:
+            self.buckets = {k: (t, w) for k, (t, w) in self.buckets.items() if t + (now - w) * self.rate < self.burst}
+        return 0.0
+
+    def forget(self, key: Hashable) -> None:
+        self.buckets.pop(key, None)
 
 
 class TokenFile:
@@ -286,6 +349,7 @@ class Hub:
         self.secret = SecretSource(options.secret_file)
         self.ledger = signing.NonceLedger(options.state_dir)
         self.tokens = TokenFile(http.token_file) if http.token_file is not None else None
+        self.rates = RateLimit(http.rate, http.burst) if http.rate is not None else None
         self.sessions: dict[str, Session] = {}
         self.listens: set[RoutedDriver] = set()
         self.exchanges = 0
@@ -312,7 +376,7 @@ class Hub:
         headers: dict[str, str] = {}
         for name, value in scope["headers"]:
             headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-        refusal = self._gate(scope, headers)
+        refusal = self._gate(scope, headers) or self._throttle(scope, headers)
         if refusal is not None:
             await _refuse(send, refusal)
             return
@@ -350,6 +414,22 @@ class Hub:
         if refusal is None and scope["method"] not in ("POST", "GET", "DELETE"):
             refusal = binding.Refusal(405, "Method Not Allowed", headers=(("allow", "POST, GET, DELETE"),))
         return refusal
+
+    def _throttle(self, scope: Scope, headers: dict[str, str]) -> binding.Refusal | None:
+        """--rate, per client: a legacy session by its id; anyone else by bearer token, else by peer address."""
+        if self.rates is None:
+            return None
+        session = headers.get("mcp-session-id")
+        client = scope.get("client")
+        key = (("session", session) if session in self.sessions else
+               ("token", headers["authorization"]) if self.tokens is not None and "authorization" in headers else
+               ("peer", client[0] if client else ""))
+        wait = self.rates.take(key)
+        if not wait:
+            return None
+        return binding.Refusal(429, f"Too Many Requests: at most {self.http.rate:g} a second (bursts of "
+                                    f"{self.http.burst}); try again later",
+                               headers=(("retry-after", str(max(1, math.ceil(wait)))),))
 
     async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
@@ -469,6 +549,8 @@ class Hub:
             log(f"mcpwrap: HTTP session {session.id[:8]}... ended", "debug")
         session.scope.cancel()            # its calls are cancelled: their process groups are killed
         session.router.close()
+        if self.rates is not None:
+            self.rates.forget(("session", session.id))
 
     async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         """The legacy session's own stream, for what belongs to no request (list changes, task status)."""
@@ -565,7 +647,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 
 async def serve(config: config_module.Config, options: Options, http: HttpOptions) -> int:
-    problem = exposure_problem(http)
+    problem = exposure_problem(http) or tls_problem(http)
     try:
         from hypercorn.config import Config as HypercornConfig
         from hypercorn.trio import serve as hypercorn_serve
@@ -580,6 +662,8 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
     settings = HypercornConfig()
     settings.bind = [f"[{http.host}]:{http.port}" if ":" in http.host else f"{http.host}:{http.port}"]
     settings.accesslog = settings.errorlog = None
+    if http.certfile is not None and http.keyfile is not None:
+        settings.certfile, settings.keyfile = str(http.certfile), str(http.keyfile)
     signalled = trio.CancelScope()
 
     async def stop() -> None:

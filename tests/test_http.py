@@ -9,12 +9,17 @@ Security: Origin/Host (DNS rebinding), bearer tokens, the refusal to expose tool
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import os
 import re
+import shutil
+import ssl
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -361,3 +366,147 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(server: HttpServer) -> None
     (array,) = answer.messages
     assert sorted(m["id"] for m in array) == [1, 2]
     assert next(m for m in array if m["id"] == 2)["result"]["content"][0]["text"] == "b\n"
+
+
+# --- per-client rate limits (--rate R[/B]) ------------------------------------------------
+def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
+    from mcpwrap.http import RateLimit
+
+    now = [100.0]
+    limit = RateLimit(2.0, 3, clock=lambda: now[0])
+    assert [limit.take("a") for _ in range(3)] == [0.0, 0.0, 0.0]          # the burst
+    assert limit.take("a") == pytest.approx(0.5)                            # the 4th waits half a second
+    assert limit.take("b") == 0.0                                           # each key has its own bucket
+    now[0] += 0.5
+    assert limit.take("a") == 0.0 and limit.take("a") > 0
+    now[0] += 3600.0                                                        # a long pause refills only to the burst
+    assert [limit.take("a") for _ in range(4)][-1] > 0
+    limit.forget("a")
+    assert limit.take("a") == 0.0
+
+
+@pytest.mark.parametrize("text, expected", [("5", (5.0, 10)), ("0.5/2", (0.5, 2)), ("40", (40.0, 40))])
+def test_rate_flag_syntax(text: str, expected: tuple[float, int]) -> None:
+    from mcpwrap.http import parse_rate
+
+    assert parse_rate(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "x", "5/0", "5/", "nan", "inf/3"])
+def test_a_malformed_rate_is_a_usage_error(tmp_path: Path, text: str) -> None:
+    done = _refused(tmp_path, "--http", "127.0.0.1:0", "--rate", text)
+    assert done.returncode == 2 and "--rate wants R[/B]" in done.stderr
+
+
+def test_http_only_flags_without_http_are_a_usage_error(tmp_path: Path) -> None:
+    done = _refused(tmp_path, "--rate", "5")
+    assert done.returncode == 2 and "apply only with --http" in done.stderr
+
+
+def _touches(marker: Path) -> int:
+    return marker.read_text().count("run") if marker.exists() else 0
+
+
+def test_past_its_burst_a_client_gets_429_and_nothing_runs(tmp_path: Path) -> None:
+    """A rate so slow (one a 1,000 s) that the 3rd request is over a burst of 2 however fast the machine is."""
+    marker = tmp_path / "ran"
+    call = {"name": "touch", "arguments": {"path": str(marker)}}
+    with HttpServer(TOOLS, tmp_path, "--rate", "0.001/2") as server:
+        assert [server.modern("tools/call", call).status for _ in range(2)] == [200, 200]
+        refused = server.modern("tools/call", call)
+        assert refused.status == 429 and refused.final["error"]["code"] == -32600
+        assert 900 <= int(refused.headers["retry-after"]) <= 1000
+        assert _touches(marker) == 2
+
+
+def test_rates_are_per_token_and_per_legacy_session(tmp_path: Path) -> None:
+    tokens = _token_file(tmp_path, "token-a-0123456789", "token-b-0123456789")
+    marker = tmp_path / "ran"
+    call = {"name": "touch", "arguments": {"path": str(marker)}}
+    a, b = ({"authorization": f"Bearer token-{x}-0123456789"} for x in "ab")
+    with HttpServer(TOOLS, tmp_path, "--token-file", str(tokens), "--rate", "0.001/2") as server:
+        assert [server.modern("tools/call", call, headers=a).status for _ in range(3)] == [200, 200, 429]
+        assert server.modern("tools/call", call, headers=b).status == 200      # token b has a bucket of its own
+        opened = server.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, b)
+        assert opened.status == 200                                           # token b's 2nd and last
+        assert server.modern("tools/call", call, headers=b).status == 429
+        server.session = opened.headers["mcp-session-id"]                     # the session counts on its own
+        assert server.send({"jsonrpc": "2.0", "method": "notifications/initialized"}, b).status == 202
+        assert server.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}, b).status == 200
+        assert server.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, b).status == 429
+        assert _touches(marker) == 4
+
+
+# --- TLS (--certfile, --keyfile) ----------------------------------------------------------
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost, made by openssl for this test."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed: no certificate to test TLS with")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=HANG_S)
+    return cert, key
+
+
+@contextlib.contextmanager
+def _tls_server(tmp_path: Path, cert: Path, key: Path) -> Iterator[tuple[str, int]]:
+    """A `serve --http --certfile --keyfile` on a port it picks, named on stderr as https://HOST:PORT/mcp."""
+    proc = subprocess.Popen(mcpwrap_cmd("serve", str(TOOLS), "--http", "127.0.0.1:0", "--certfile", str(cert),
+                                        "--keyfile", str(key), "--secret-file", str(tmp_path / "s"),
+                                        "--state-dir", str(tmp_path / "st")),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stderr is not None
+    seen: list[str] = []
+    pump = threading.Thread(target=lambda: seen.extend(proc.stderr or ()), daemon=True)
+    pump.start()
+    try:
+        found = until(lambda: next(filter(None, (re.search(r" on https://(\S+?):(\d+)/mcp", x) for x in seen)), None)
+                      or proc.poll() is not None, lambda: "the server to listen on https; stderr:\n" + "".join(seen))
+        assert isinstance(found, re.Match), "".join(seen)
+        yield found.group(1), int(found.group(2))
+    finally:
+        proc.terminate()
+        assert proc.wait(HANG_S) == 0
+        pump.join(HANG_S)
+
+
+def test_tls_serves_https_with_the_given_certificate(tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    params = {"name": "echo", "arguments": {"msg": "tls"}, "_meta": modern_meta()}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    headers = {"content-type": "application/json", **modern_headers("tools/call", params)}
+    with _tls_server(tmp_path, cert, key) as (host, port):
+        trusting = ssl.create_default_context(cafile=str(cert))               # verifies chain and host name
+        conn = http.client.HTTPSConnection(host, port, context=trusting, timeout=HANG_S)
+        conn.request("POST", "/mcp", body, headers)
+        answer = conn.getresponse()
+        assert answer.status == 200
+        assert json.loads(answer.read())["result"]["content"][0]["text"] == "tls\n"
+        conn.close()
+        stranger = http.client.HTTPSConnection(host, port, context=ssl.create_default_context(), timeout=HANG_S)
+        with pytest.raises(ssl.SSLCertVerificationError):                     # it is this certificate, not another
+            stranger.request("POST", "/mcp", body, headers)
+        plain = http.client.HTTPConnection(host, port, timeout=HANG_S)
+        with pytest.raises((http.client.HTTPException, OSError)):             # plain HTTP to a TLS port: no answer
+            plain.request("POST", "/mcp", body, headers)
+            plain.getresponse()
+
+
+def test_tls_does_not_replace_authentication(tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    cert, key = certificate
+    done = _refused(tmp_path, "--http", "0.0.0.0:0", "--certfile", str(cert), "--keyfile", str(key))
+    assert done.returncode != 0 and "without authentication" in done.stderr and "--token-file" in done.stderr
+
+
+def test_a_certificate_that_cannot_serve_refuses_to_start(tmp_path: Path, certificate: tuple[Path, Path]) -> None:
+    cert, _ = certificate
+    done = _refused(tmp_path, "--http", "127.0.0.1:0", "--certfile", str(cert), "--keyfile", str(cert))
+    assert done.returncode != 0 and "cannot serve TLS" in done.stderr
+    done = _refused(tmp_path, "--http", "127.0.0.1:0", "--certfile", str(cert))
+    assert done.returncode == 2 and "--certfile and --keyfile go together" in done.stderr
