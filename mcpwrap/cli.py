@@ -783,24 +783,135 @@ def _schema() -> None:
 
 
 CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "cursor", "vscode")
+CLIENT_NAMES = {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "cursor": "Cursor", "vscode": "VS Code"}
 
 
-def _client_config(file: str, client: str, name: str | None, env: list[str], pin_path: bool) -> None:
-    path = Path(file)
-    _load(path)
+REMOTE_TOKEN_ENV = "MCPWRAP_TOKEN"        # where clients that expand variables in headers find the token
+VSCODE_TOKEN_INPUT = "mcpwrap-token"
+HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+
+
+def _client_config(file: str | None, client: str, name: str | None, env: list[str], pin_path: bool, url: str | None,
+                   header: list[str], token_file: str | None) -> None:
     if client not in CLIENT_LAYOUTS:
         _fail(f"--client must be one of {', '.join(CLIENT_LAYOUTS)} (got {client!r})", EXIT_USAGE)
-    command, args = _self_command()
-    entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(path.resolve())]}
+    if (file is None) == (url is None):
+        _usage_error(("client-config",), "Give a tools FILE (a server the client starts) or --url (a remote one), "
+                                         "not both.")
     pinned = dict(_assignment("--env", text) for text in env)
     if pin_path:
         pinned["PATH"] = os.environ.get("PATH", os.defpath)
+    if url is not None:
+        _print_json(_remote_config(client, name or "mcpwrap", url, header, token_file, pinned))
+        return
+    if header or token_file:
+        _usage_error(("client-config",), "--header and --token-file go with --url (a served FILE needs no header)")
+    path = Path(file or "")
+    _load(path)
+    command, args = _self_command()
+    entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(path.resolve())]}
     if pinned:
         entry["env"] = pinned
     key = name or path.stem
     stdio = {"type": "stdio", **entry}
     _print_json({"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
                  "claude-code": {"mcpServers": {key: stdio}}, "vscode": {"servers": {key: stdio}}}[client])
+
+
+def _remote_config(client: str, key: str, url: str, header: list[str], token_file: str | None,
+                   pinned: dict[str, str]) -> dict[str, Any]:
+    """A client's entry for `serve --http` elsewhere: its own Streamable HTTP where it has one, else a bridge.
+
+    A token read from --token-file is never printed where a client can read it from the environment or
+    prompt for it; where it cannot (Claude Desktop's bridge), it is, and stderr says so.
+    """
+    import re
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        _usage_error(("client-config",), f"--url wants http(s)://HOST[:PORT]/mcp, got {url!r}")
+    headers: dict[str, str] = {}
+    for text in header:
+        field, colon, value = text.partition(":")
+        if not colon or not re.fullmatch(HEADER_NAME, field.strip()) or "\r" in value or "\n" in value:
+            _usage_error(("client-config",), f"--header wants 'Name: value', got {text!r}")
+        headers[field.strip()] = value.strip()
+    token = None
+    if token_file is not None:
+        if any(field.lower() == "authorization" for field in headers):
+            _usage_error(("client-config",), "--token-file writes the Authorization header: give it or a "
+                                             "--header 'Authorization: ...', not both")
+        token_file = str(Path(token_file).resolve())     # the notes name it wherever they are read
+        token = _client_token(Path(token_file))
+    if parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1", "::1") and (headers or token):
+        _note(f"{url} is plain HTTP: the header crosses the network readable; serve with --certfile/--keyfile "
+              "or behind a TLS proxy, and give an https:// URL")
+    if client == "claude-desktop":
+        return {"mcpServers": {key: _desktop_bridge(url, headers, token, token_file, pinned)}}
+    if pinned:
+        _usage_error(("client-config",), f"--env and --pin-path set the environment of a server the client starts; "
+                                         f"{client} connects to --url itself")
+    if token is not None:
+        variable = {"claude-code": f"${{{REMOTE_TOKEN_ENV}}}", "cursor": f"${{env:{REMOTE_TOKEN_ENV}}}",
+                    "vscode": f"${{input:{VSCODE_TOKEN_INPUT}}}"}[client]
+        headers["Authorization"] = f"Bearer {variable}"
+        if client == "vscode":
+            _note(f"VS Code asks for the token the first time it connects and keeps it in its secret storage: "
+                  f"paste the last token line of {token_file}")
+        else:
+            _note(f"the token is not written here: {CLIENT_NAMES[client]} reads it from {REMOTE_TOKEN_ENV} when it "
+                  f"starts, e.g. export {REMOTE_TOKEN_ENV}=\"$(grep -v -e '^#' -e '^$' {token_file} | tail -n 1)\"")
+    entry: dict[str, Any] = {"type": "http", "url": url} if client != "cursor" else {"url": url}
+    if headers:
+        entry["headers"] = headers
+    if client == "vscode":
+        inputs = [{"type": "promptString", "id": VSCODE_TOKEN_INPUT, "password": True,
+                   "description": f"Bearer token for {key} (from {token_file})"}] if token is not None else []
+        return {"servers": {key: entry}, **({"inputs": inputs} if inputs else {})}
+    return {"mcpServers": {key: entry}}
+
+
+def _desktop_bridge(url: str, headers: dict[str, str], token: str | None, token_file: str | None,
+                    pinned: dict[str, str]) -> dict[str, Any]:
+    """Claude Desktop starts only stdio servers from its config file: the documented mcp-remote bridge relays.
+
+    Each header travels in an environment variable, `--header Name:${VAR}`, as mcp-remote documents (a
+    space inside an argument is split on some systems).
+    """
+    import re
+    import shutil
+
+    if token is not None:
+        headers = {**headers, "Authorization": f"Bearer {token}"}
+    variables = {field: "MCPWRAP_HEADER_" + re.sub(r"[^A-Z0-9]", "_", field.upper()) for field in headers}
+    args = ["-y", "mcp-remote", url]
+    for field, variable in variables.items():
+        args += ["--header", f"{field}:${{{variable}}}"]
+    environment = {**pinned, **{variables[field]: value for field, value in headers.items()}}
+    npx = shutil.which("npx")
+    _note("Claude Desktop does not connect to a remote server with a header from claude_desktop_config.json (its "
+          "Settings > Connectors take a URL with OAuth or no auth): this entry starts the mcp-remote bridge "
+          "(npx, Node.js 18 or later)" + ("" if npx else "; npx is not on PATH here, install Node.js"))
+    if token is not None:
+        _note(f"the token from {token_file} is written into this entry's env: keep claude_desktop_config.json "
+              "private (chmod 600)")
+    return {"command": str(Path(npx).absolute()) if npx else "npx", "args": args,
+            **({"env": environment} if environment else {})}
+
+
+def _client_token(path: Path) -> str:
+    """The newest (last) token of a token file, held to the server's rules: the user's own, mode 0600."""
+    from mcpwrap import http, signing
+
+    try:
+        return http.TokenFile(path).current()[-1].decode()
+    except (OSError, signing.SecretFileError) as exc:
+        _fail(f"--token-file: {exc}", EXIT_CONFIG)
+
+
+def _note(text: str) -> None:
+    print(f"mcpwrap: {text}", file=sys.stderr)
 
 
 def _secret_path(secret_file: str | None) -> None:
@@ -1022,12 +1133,19 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("arg", "--arg -a", "A prompt argument (prompt arguments are strings); repeatable.", "NAME=VALUE", many=True),
         STATE_DIR, _opt("as_json", "--json", "Print the messages as `prompts/get` returns them."))),
     ("schema",): Command("Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML).", _schema),
-    ("client-config",): Command("Print the JSON to paste into an MCP client's config for this tools file.", _client_config, (
-        _file(),
+    ("client-config",): Command("Print the JSON to paste into an MCP client's config: for this tools file, or for a "
+                                "remote `serve --http` (--url).", _client_config, (
+        Param("file", "The tools file (TOML); or, without it, --url.", metavar="[FILE]"),
         _opt("client", "--client -c", f"{', '.join(CLIENT_LAYOUTS[:-1])} or {CLIENT_LAYOUTS[-1]}.", "CLIENT", default="claude-desktop"),
         _opt("name", "--name", "The server's key in the config (default: the file's stem).", "NAME"),
         _opt("env", "--env -e", "Set this variable in the server's environment; repeatable.", "NAME=VALUE", many=True),
-        _opt("pin_path", "--pin-path", "Set the server's PATH to this shell's (desktop hosts start servers with a minimal one)."))),
+        _opt("pin_path", "--pin-path", "Set the server's PATH to this shell's (desktop hosts start servers with a minimal one)."),
+        _opt("url", "--url", "A remote Streamable HTTP server (mcpwrap serve --http) instead of FILE; Claude Desktop "
+             "gets the mcp-remote bridge.", "URL"),
+        _opt("header", "--header -H", "With --url: send this header; repeatable.", "'NAME: VALUE'", many=True),
+        _opt("token_file", "--token-file", "With --url: authenticate with the last token of this 0600 file, "
+             "referenced as $MCPWRAP_TOKEN (Claude Code, Cursor) or a VS Code password prompt, not printed; "
+             "Claude Desktop's bridge gets it written in (a note says so).", "PATH"))),
     ("secret", "path"): Command("Print where the secret file is (it may not exist yet).", _secret_path, (SECRET_FILE,)),
     ("secret", "init"): Command("Create the secret file (0600) if it does not exist; check it if it does.", _secret_init, (SECRET_FILE,)),
     ("secret", "rotate"): Command("Make a new key; the previous one still verifies for 24 hours.", _secret_rotate, (SECRET_FILE,)),
