@@ -118,3 +118,11 @@ def test_a_token_file_others_can_read_or_an_extra_authorization_is_refused(token
     token_file.chmod(0o644)
     done = client_config("--url", URL, "--token-file", str(token_file))
     assert done.returncode == 3 and "chmod 600" in done.stderr and done.stdout == ""
+
+
+def test_the_readme_remote_example_is_what_it_prints(token_file: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("\n### A remote server\n", 1)[1]
+    block = section.split("```json\n", 1)[1].split("```", 1)[0]
+    config, _ = printed("--url", "https://ops.example/mcp", "--token-file", str(token_file), "--client", "claude-code")
+    assert json.loads(block) == config
