@@ -795,18 +795,18 @@ def _client_config(file: str | None, client: str, name: str | None, env: list[st
                    header: list[str], token_file: str | None) -> None:
     if client not in CLIENT_LAYOUTS:
         _fail(f"--client must be one of {', '.join(CLIENT_LAYOUTS)} (got {client!r})", EXIT_USAGE)
-    if (file is None) == (url is None):
-        _usage_error(("client-config",), "Give a tools FILE (a server the client starts) or --url (a remote one), "
-                                         "not both.")
     pinned = dict(_assignment("--env", text) for text in env)
     if pin_path:
         pinned["PATH"] = os.environ.get("PATH", os.defpath)
-    if url is not None:
+    if url is not None and file is None:
         _print_json(_remote_config(client, name or "mcpwrap", url, header, token_file, pinned))
         return
+    if file is None or url is not None:
+        _usage_error(("client-config",), "Give a tools FILE (a server the client starts) or --url (a remote one), "
+                                         "not both.")
     if header or token_file:
         _usage_error(("client-config",), "--header and --token-file go with --url (a served FILE needs no header)")
-    path = Path(file or "")
+    path = Path(file)
     _load(path)
     command, args = _self_command()
     entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(path.resolve())]}

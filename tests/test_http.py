@@ -3,7 +3,8 @@
 Modern POSTs: mirrored headers checked against the body, errors with the spec's HTTP
 statuses, JSON or SSE answers, a closed response cancelling its call, MRTR. Legacy:
 sessions (random id, 404 once ended), SSE progress, elicitation on the POST's stream.
-Security: Origin/Host (DNS rebinding), bearer tokens, the refusal to expose tools.
+Security: Origin/Host (DNS rebinding), bearer tokens, the refusal to expose tools, per-client
+rate limits (429), TLS with a certificate made for the test.
 """
 
 from __future__ import annotations
