@@ -20,6 +20,12 @@ and ended with `cgroup.kill`. Every child also inherits a per-call
 SIGKILLs what carries it when there is no cgroup, or when that chase could not
 be sure. `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
+A process killed outright (SIGKILL, the OOM killer) runs none of that, and its
+calls' processes would live on as orphans: so the first call of each process
+starts a watchdog, a bare interpreter holding the read end of a pipe only that
+process writes to. EOF without the byte a normal exit writes means it died: the
+watchdog kills its cgroups and every process whose tag carries its prefix.
+
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
 a match stopped while it was merely preempted is tried again, and once
@@ -232,8 +238,9 @@ def _mid_exec(pid: str) -> bool:
     return uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK") < RECENT_S
 
 
-def kill_tagged(name: str, values: Collection[str]) -> None:
-    """SIGKILL every other process whose environment holds name=value for one of values.
+def kill_tagged(name: str, values: Collection[str], prefix: bool = False) -> None:
+    """SIGKILL every other process whose environment holds name=value for one of values
+    (with `prefix`, a value that starts with one of them).
 
     A match is signalled through a pidfd opened before its environment is read
     again, so a pid reused meanwhile is never hit. A process caught mid-exec (its
@@ -242,8 +249,10 @@ def kill_tagged(name: str, values: Collection[str]) -> None:
     needles = {f"{name}={value}".encode() for value in values}
 
     def tagged(pid: str, environ: bytes | None = None) -> bool:
-        environ = _read(f"/proc/{pid}/environ") if environ is None else environ
-        return not needles.isdisjoint(environ.split(b"\0"))
+        entries = (_read(f"/proc/{pid}/environ") if environ is None else environ).split(b"\0")
+        if prefix:
+            return any(entry.startswith(needle) for entry in entries for needle in needles)
+        return not needles.isdisjoint(entries)
 
     def kill(pid: str) -> None:
         try:
@@ -354,6 +363,53 @@ def _remove_server_cgroup(path: str) -> None:
     deadline = time.monotonic() + 1.0
     while not (all(map(_rmdir, _subdirs(path))) and _rmdir(path)) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+_WATCHDOG = """import os, sys
+if not os.read(0, 1):
+    sys.path.insert(0, sys.argv[1])
+    from mcpwrap.runner import orphaned
+    orphaned(sys.argv[2], sys.argv[3])
+"""
+_watched: tuple[int, str] | None = None     # (the pid watched, the prefix of its call tags)
+
+
+def _call_tag() -> str:
+    """A fresh call tag under this process's prefix; the process's first call starts its watchdog."""
+    global _watched
+    if _watched is None or _watched[0] != os.getpid():   # a forked child (a task's supervisor) is watched anew
+        _watched = (os.getpid(), secrets.token_hex(6))
+        _start_watchdog(_watched[1])
+    return _watched[1] + secrets.token_hex(8)
+
+
+def _start_watchdog(prefix: str) -> None:
+    theirs, ours = os.pipe2(os.O_CLOEXEC)                # no call inherits our end: only our death closes it
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        # Its own session (a terminal's ^C is ours to handle) and an empty environment (no call tag
+        # an outer mcpwrap's sweep would match: it must outlive us to do its work).
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, root, prefix, _server_cgroup() or ""], stdin=theirs,
+                         stdout=subprocess.DEVNULL, env={}, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        os.close(ours)
+        _stderr_warning(f"no watchdog ({exc}): if this process is killed outright, its calls' processes survive it")
+        return
+    finally:
+        os.close(theirs)
+    atexit.register(_exiting_normally, ours)
+
+
+def _exiting_normally(fd: int) -> None:
+    with contextlib.suppress(OSError):                  # a watchdog that died early has nothing to be told
+        os.write(fd, b".")                              # a normal exit ended every call itself
+
+
+def orphaned(prefix: str, cgroup: str) -> None:
+    """The watchdog's work, once the process it watched died without ending its calls."""
+    if cgroup:
+        _remove_server_cgroup(cgroup)
+    kill_tagged(CALL_ENV, [prefix], prefix=True)
 
 
 def containment() -> str:
@@ -876,7 +932,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             _warned.add((tool.name, tolerated))
             on_warning(f"'{tool.name}' runs without what this machine cannot enforce "
                        f"(required = false): {'; '.join(tolerated)}")
-    tag = secrets.token_hex(8)
+    tag = _call_tag()
     env = {**build_env(tool, args, _inherited_env()), CALL_ENV: tag}
     if (task_id := os.environ.get(TASK_ENV)) is not None:   # set by the supervisor after any copy
         env[TASK_ENV] = task_id
