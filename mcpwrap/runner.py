@@ -22,9 +22,10 @@ be sure. `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
 A process killed outright (SIGKILL, the OOM killer) runs none of that, and its
 calls' processes would live on as orphans: so the first call of each process
-starts a watchdog, a bare interpreter holding the read end of a pipe only that
-process writes to. EOF without the byte a normal exit writes means it died: the
-watchdog kills its cgroups and every process whose tag carries its prefix.
+starts a watchdog, a bare interpreter reading a pipe only that process writes
+to, one byte as each call starts and another once it has ended. At EOF (the
+process is gone, however) with calls not ended, the watchdog kills its cgroups
+and every process whose call tag carries the process's prefix.
 
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
@@ -366,24 +367,35 @@ def _remove_server_cgroup(path: str) -> None:
 
 
 _WATCHDOG = """import os, sys
-if not os.read(0, 1):
+running = 0
+while chunk := os.read(0, 4096):
+    running += chunk.count(b"+") - chunk.count(b"-")
+if running:
     sys.path.insert(0, sys.argv[1])
     from mcpwrap.runner import orphaned
     orphaned(sys.argv[2], sys.argv[3])
 """
-_watched: tuple[int, str] | None = None     # (the pid watched, the prefix of its call tags)
+_watched: tuple[int, str, int] | None = None   # (the pid watched, its call tags' prefix, our end of the pipe or -1)
 
 
 def _call_tag() -> str:
-    """A fresh call tag under this process's prefix; the process's first call starts its watchdog."""
+    """A fresh call tag under this process's prefix, the call counted by the watchdog (the first starts it)."""
     global _watched
     if _watched is None or _watched[0] != os.getpid():   # a forked child (a task's supervisor) is watched anew
-        _watched = (os.getpid(), secrets.token_hex(6))
-        _start_watchdog(_watched[1])
+        prefix = secrets.token_hex(6)
+        _watched = (os.getpid(), prefix, _start_watchdog(prefix))
+    _tell_watchdog(b"+")
     return _watched[1] + secrets.token_hex(8)
 
 
-def _start_watchdog(prefix: str) -> None:
+def _tell_watchdog(sign: bytes) -> None:
+    """A call started (+) or was ended with all its processes (-): at our death it sweeps if one had not."""
+    if _watched is not None and _watched[2] >= 0:
+        with contextlib.suppress(OSError):             # a watchdog that died has nothing to be told
+            os.write(_watched[2], sign)
+
+
+def _start_watchdog(prefix: str) -> int:
     theirs, ours = os.pipe2(os.O_CLOEXEC)                # no call inherits our end: only our death closes it
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
@@ -394,15 +406,10 @@ def _start_watchdog(prefix: str) -> None:
     except OSError as exc:
         os.close(ours)
         _stderr_warning(f"no watchdog ({exc}): if this process is killed outright, its calls' processes survive it")
-        return
+        return -1
     finally:
         os.close(theirs)
-    atexit.register(_exiting_normally, ours)
-
-
-def _exiting_normally(fd: int) -> None:
-    with contextlib.suppress(OSError):                  # a watchdog that died early has nothing to be told
-        os.write(fd, b".")                              # a normal exit ended every call itself
+    return ours
 
 
 def orphaned(prefix: str, cgroup: str) -> None:
@@ -959,6 +966,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                 env["TMPDIR"] = confinement.tmpdir
         process = await _spawn(argv, stdin_data is not None, str(tool.cwd), env, confinement)
     except (OSError, subprocess.SubprocessError) as exc:
+        _tell_watchdog(b"-")
         if confinement is not None:
             confinement.close()
             confinement.release()
@@ -995,6 +1003,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
         with trio.CancelScope(shield=True):
             if not call.ended:                      # cancelled before the end above
                 await call.end(min(grace, 0.5))
+            _tell_watchdog(b"-")
             for pipe in (process.stdin, process.stdout, process.stderr):
                 if pipe is not None:                # our ends too: a writer left over gets EPIPE
                     await pipe.aclose()
