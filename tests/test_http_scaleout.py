@@ -32,11 +32,12 @@ TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 @pytest.fixture
 def replicas(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[list[HttpServer]]:
     """Three replicas; a test may pass them environment variables (indirect parametrization)."""
-    shared = {"secret": tmp_path / "secret", "state": tmp_path / "state", "env": getattr(request, "param", {})}
+    env: dict[str, str] = getattr(request, "param", {})
     started: list[HttpServer] = []
     try:
         for n in range(3):
-            started.append(HttpServer(TOOLS, tmp_path / f"r{n}", **shared))
+            started.append(HttpServer(TOOLS, tmp_path / f"r{n}", secret=tmp_path / "secret", state=tmp_path / "state",
+                                      env=env))
         yield started
     finally:
         for replica in started:
