@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,13 @@ def test_a_task_outlives_its_killed_replica_and_is_finished_by_another(replicas:
         return other.modern("tasks/get", {"taskId": task["taskId"]}, caps=TASKS).final["result"]
 
     assert get()["status"] == "working"
+    other.initialize()                                     # and a 2025-11-25 session's blocking tasks/result
+    results: list[dict[str, Any]] = []
+    waiter = threading.Thread(target=lambda: results.append(
+        other.legacy("tasks/result", {"taskId": task["taskId"]}, id=7).final), daemon=True)
+    waiter.start()
     go.touch()
     done = until(lambda: (r := get())["status"] == "completed" and r, "the task to complete on another replica")
     assert done["result"]["content"] == [{"type": "text", "text": "done\n"}]
+    waiter.join(HANG_S)
+    assert results and results[0]["result"]["content"] == done["result"]["content"], results
