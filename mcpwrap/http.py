@@ -9,7 +9,9 @@ that live, under the hub's nursery, until DELETE, idle expiry or shutdown;
 its POSTs share them, and its `Router` sends each message to the response it
 belongs to (answers by id, progress by token, the rest by the POST whose task
 produced it, else the session's GET stream). A legacy disconnect is not a
-cancellation (2025-11-25 says so); the answer is then dropped.
+cancellation (2025-11-25 says so); the answer is then dropped. A request
+cancelled by `notifications/cancelled` is never answered, so its POST ends
+there, as an SSE stream without its answer.
 
 Every answer leaves through the one `Outbox` of its response: the first
 message is sent as `application/json` when it is also the last, else the
@@ -43,7 +45,7 @@ from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import binding
-from mcpwrap.protocol.core import Core
+from mcpwrap.protocol.core import Action, CancelCall, Core
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
 from mcpwrap import server
@@ -206,6 +208,7 @@ class Stream:
     """One HTTP response: the messages that belong to it, bounded like stdout, then its end."""
     expect: set[RequestId] = field(default_factory=set)
     outbox: Outbox = field(default_factory=Outbox)
+    abandoned: bool = False               # a request of it was cancelled: no answer is owed for it
 
     @property
     def live(self) -> bool:
@@ -265,6 +268,15 @@ class Router(Outbox):
             if not stream.expect:
                 self.finish(stream)
 
+    def abandon(self, request_id: RequestId) -> None:
+        """A cancelled request will not be answered: its response stops waiting for it."""
+        stream = self.waiting.pop(request_id, None)
+        if stream is not None:
+            stream.abandoned = True
+            stream.expect.discard(request_id)
+            if not stream.expect:
+                self.finish(stream)
+
     def finish(self, stream: Stream) -> None:
         stream.outbox.close()
         self.tokens = {t: s for t, s in self.tokens.items() if s is not stream}
@@ -286,6 +298,12 @@ class RoutedDriver(Driver):
     def _send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         self.outbox.aim(message)
         super()._send(message)
+
+    def perform(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, CancelCall):
+                self.outbox.abandon(action.id)
+        super().perform(actions)
 
 
 class Reply:
@@ -311,7 +329,10 @@ class Reply:
         if self.sse:
             await self.send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
 
-    async def end(self) -> None:
+    async def end(self, abandoned: bool = False) -> None:
+        if not self.started and abandoned:    # cancelled: an SSE stream without the answer, as the binding allows
+            self.started = self.sse = True
+            await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self.headers})
         if self.sse:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         elif not self.started:            # nothing came (shutting down): still an answer
@@ -612,7 +633,7 @@ async def _write(stream: Stream, reply: Reply, nursery: trio.Nursery) -> None:
     nursery.start_soon(keepalive)
     try:
         await stream.outbox.write_to(reply)
-        await reply.end()
+        await reply.end(stream.abandoned)
     except OSError:
         stream.outbox.close()             # the client went away while we wrote
 

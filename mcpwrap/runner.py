@@ -20,6 +20,13 @@ and ended with `cgroup.kill`. Every child also inherits a per-call
 SIGKILLs what carries it when there is no cgroup, or when that chase could not
 be sure. `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
+A process killed outright (SIGKILL, the OOM killer) runs none of that, and its
+calls' processes would live on as orphans: so the first call of each process
+starts a watchdog, a bare interpreter reading a pipe only that process writes
+to, one byte as each call starts and another once it has ended. At EOF (the
+process is gone, however) with calls not ended, the watchdog kills its cgroups
+and every process whose call tag carries the process's prefix.
+
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
 a match stopped while it was merely preempted is tried again, and once
@@ -232,8 +239,9 @@ def _mid_exec(pid: str) -> bool:
     return uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK") < RECENT_S
 
 
-def kill_tagged(name: str, values: Collection[str]) -> None:
-    """SIGKILL every other process whose environment holds name=value for one of values.
+def kill_tagged(name: str, values: Collection[str], prefix: bool = False) -> None:
+    """SIGKILL every other process whose environment holds name=value for one of values
+    (with `prefix`, a value that starts with one of them).
 
     A match is signalled through a pidfd opened before its environment is read
     again, so a pid reused meanwhile is never hit. A process caught mid-exec (its
@@ -242,8 +250,10 @@ def kill_tagged(name: str, values: Collection[str]) -> None:
     needles = {f"{name}={value}".encode() for value in values}
 
     def tagged(pid: str, environ: bytes | None = None) -> bool:
-        environ = _read(f"/proc/{pid}/environ") if environ is None else environ
-        return not needles.isdisjoint(environ.split(b"\0"))
+        entries = (_read(f"/proc/{pid}/environ") if environ is None else environ).split(b"\0")
+        if prefix:
+            return any(entry.startswith(needle) for entry in entries for needle in needles)
+        return not needles.isdisjoint(entries)
 
     def kill(pid: str) -> None:
         try:
@@ -354,6 +364,59 @@ def _remove_server_cgroup(path: str) -> None:
     deadline = time.monotonic() + 1.0
     while not (all(map(_rmdir, _subdirs(path))) and _rmdir(path)) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+_WATCHDOG = """import os, sys
+running = 0
+while chunk := os.read(0, 4096):
+    running += chunk.count(b"+") - chunk.count(b"-")
+if running:
+    sys.path.insert(0, sys.argv[1])
+    from mcpwrap.runner import orphaned
+    orphaned(sys.argv[2], sys.argv[3])
+"""
+_watched: tuple[int, str, int] | None = None   # (the pid watched, its call tags' prefix, our end of the pipe or -1)
+
+
+def _call_tag() -> str:
+    """A fresh call tag under this process's prefix, the call counted by the watchdog (the first starts it)."""
+    global _watched
+    if _watched is None or _watched[0] != os.getpid():   # a forked child (a task's supervisor) is watched anew
+        prefix = secrets.token_hex(6)
+        _watched = (os.getpid(), prefix, _start_watchdog(prefix))
+    _tell_watchdog(b"+")
+    return _watched[1] + secrets.token_hex(8)
+
+
+def _tell_watchdog(sign: bytes) -> None:
+    """A call started (+) or was ended with all its processes (-): at our death it sweeps if one had not."""
+    if _watched is not None and _watched[2] >= 0:
+        with contextlib.suppress(OSError):             # a watchdog that died has nothing to be told
+            os.write(_watched[2], sign)
+
+
+def _start_watchdog(prefix: str) -> int:
+    theirs, ours = os.pipe2(os.O_CLOEXEC)                # no call inherits our end: only our death closes it
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        # Its own session (a terminal's ^C is ours to handle) and an empty environment (no call tag
+        # an outer mcpwrap's sweep would match: it must outlive us to do its work).
+        subprocess.Popen([sys.executable, "-c", _WATCHDOG, root, prefix, _server_cgroup() or ""], stdin=theirs,
+                         stdout=subprocess.DEVNULL, env={}, start_new_session=True, close_fds=True)
+    except OSError as exc:
+        os.close(ours)
+        _stderr_warning(f"no watchdog ({exc}): if this process is killed outright, its calls' processes survive it")
+        return -1
+    finally:
+        os.close(theirs)
+    return ours
+
+
+def orphaned(prefix: str, cgroup: str) -> None:
+    """The watchdog's work, once the process it watched died without ending its calls."""
+    if cgroup:
+        _remove_server_cgroup(cgroup)
+    kill_tagged(CALL_ENV, [prefix], prefix=True)
 
 
 def containment() -> str:
@@ -876,7 +939,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             _warned.add((tool.name, tolerated))
             on_warning(f"'{tool.name}' runs without what this machine cannot enforce "
                        f"(required = false): {'; '.join(tolerated)}")
-    tag = secrets.token_hex(8)
+    tag = _call_tag()
     env = {**build_env(tool, args, _inherited_env()), CALL_ENV: tag}
     if (task_id := os.environ.get(TASK_ENV)) is not None:   # set by the supervisor after any copy
         env[TASK_ENV] = task_id
@@ -903,6 +966,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                 env["TMPDIR"] = confinement.tmpdir
         process = await _spawn(argv, stdin_data is not None, str(tool.cwd), env, confinement)
     except (OSError, subprocess.SubprocessError) as exc:
+        _tell_watchdog(b"-")
         if confinement is not None:
             confinement.close()
             confinement.release()
@@ -939,6 +1003,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
         with trio.CancelScope(shield=True):
             if not call.ended:                      # cancelled before the end above
                 await call.end(min(grace, 0.5))
+            _tell_watchdog(b"-")
             for pipe in (process.stdin, process.stdout, process.stderr):
                 if pipe is not None:                # our ends too: a writer left over gets EPIPE
                     await pipe.aclose()

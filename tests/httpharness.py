@@ -55,11 +55,12 @@ def read_sse(response: http.client.HTTPResponse, on_message: Any = None) -> list
 
 class HttpServer:
     def __init__(self, tools: Path, tmp: Path, *extra: str, address: str = "127.0.0.1:0",
-                 secret: Path | None = None, state: Path | None = None) -> None:
+                 secret: Path | None = None, state: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
             mcpwrap_cmd("serve", str(tools), "--http", address, "--secret-file", str(secret or tmp / "secret"),
                         "--state-dir", str(state or tmp / "state"), *extra),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            env={**os.environ, **(env or {})})
         self.stderr: list[str] = []
         self.session: str | None = None
         self.rev: str = "2025-11-25"

@@ -16,6 +16,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { processesWith } from './recorded.mjs';
 
 const EXPECTED_TOOLS = ['echo', 'slow', 'sleeper', 'status', 'media', 'fail'];
 const SLEEP_MARKER = '60.4217';          // sleeper's sleep duration in tests/fixtures/ts.toml
@@ -83,22 +84,7 @@ function firstText(result) {
 const procAvailable = fs.existsSync('/proc/self/cmdline');
 /** Live processes of this run whose command line carries the sleeper's marker. */
 function sleepers() {
-  if (!procAvailable) return null;
-  const found = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let cmdline, environ;
-    try {
-      cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'latin1');
-      if (!cmdline.includes(SLEEP_MARKER)) continue;
-      environ = fs.readFileSync(`/proc/${entry}/environ`, 'latin1');
-    } catch {
-      continue;                                   // gone meanwhile, or not ours
-    }
-    if (!environ.split('\0').includes(`${RUN_ENV}=${tmpdir}`)) continue;
-    found.push({ pid: Number(entry), cmdline: cmdline.split('\0').filter(Boolean).join(' ') });
-  }
-  return found;
+  return procAvailable ? processesWith(SLEEP_MARKER, `${RUN_ENV}=${tmpdir}`) : null;
 }
 
 let transport;

@@ -1,6 +1,8 @@
-// The transport both content.mjs and elicit.mjs use: `python -m mcpwrap serve TOOLS` over stdio,
-// from the repository root, with every message in both directions recorded in `wire`.
+// The transport content.mjs and elicit.mjs use: `python -m mcpwrap serve TOOLS` over stdio, from the
+// repository root, with every message in both directions recorded in `wire` (`tap`, which http.mjs
+// puts on its Streamable HTTP transport too); and what /proc says about a tool's processes.
 
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,6 +21,10 @@ export function recordedTransport(python, toolsFile, tmpdir, wire, onStderr) {
     stderr: 'pipe',
   });
   transport.stderr.on('data', chunk => onStderr(chunk.toString()));
+  return tap(transport, wire);
+}
+
+export function tap(transport, wire) {
   const send = transport.send.bind(transport);
   transport.send = (message, options) => { wire.push({ dir: '>', msg: message }); return send(message, options); };
   let inner;
@@ -28,4 +34,22 @@ export function recordedTransport(python, toolsFile, tmpdir, wire, onStderr) {
     set: handler => { inner = handler; },
   });
   return transport;
+}
+
+/** Live processes whose command line carries `marker` (and, given `envEntry`, whose environment holds it). */
+export function processesWith(marker, envEntry) {
+  const found = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let cmdline;
+    try {
+      cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'latin1');
+      if (!cmdline.includes(marker)) continue;
+      if (envEntry && !fs.readFileSync(`/proc/${entry}/environ`, 'latin1').split('\0').includes(envEntry)) continue;
+    } catch {
+      continue;                                   // gone meanwhile, or not ours
+    }
+    found.push({ pid: Number(entry), cmdline: cmdline.split('\0').filter(Boolean).join(' ') });
+  }
+  return found;
 }
