@@ -409,7 +409,8 @@ def _start_watchdog(prefix: str) -> int:
         return -1
     finally:
         os.close(theirs)
-    return ours
+    os.set_blocking(ours, False)                       # a stopped watchdog must not stop our loop (a full
+    return ours                                        # pipe drops a sign: '+' may miss a sweep, '-' adds one)
 
 
 def orphaned(prefix: str, cgroup: str) -> None:
