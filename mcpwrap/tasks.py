@@ -1118,10 +1118,14 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # A supervisor (or the forker, or its collection pass) leaves without the interpreter's
-    # teardown: unwinding every module trio and the runner loaded costs tens of ms of CPU right
-    # after the task's terminal status is visible, and a client that creates its next task then
-    # saw that creation's fsyncs stall 10x. Everything this process wrote is written already.
+    # teardown, as `mcpwrap call` does (cli.entry): unwinding every module trio and the runner
+    # loaded costs tens of ms of CPU right after the task's terminal status is visible, and a
+    # client that created its next task then saw that creation's fsyncs stall ~10x. The exit
+    # handlers still run (the runner's cgroup clean-up is one) and stdio is flushed.
+    import atexit
+
     code = main()
+    atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
