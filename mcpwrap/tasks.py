@@ -688,8 +688,9 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
 # --- the forker: supervisors forked from an interpreter that has imported everything ---------
 class Forker:
     """A child of the server, started with it, that has imported this module, trio, the runner
-    and the config loader (`main`, before its first fork) and forks one supervisor per task it is sent: the command starts
-    milliseconds after the record is durable instead of after a fresh interpreter's imports.
+    and the config loader (`main` does, before its first fork) and forks one supervisor per
+    task it is sent: the command starts milliseconds after the record is durable instead of
+    after a fresh interpreter's imports.
 
     Why a fork server and not the alternatives: a trio-free supervisor would duplicate the
     runner (process group, cgroup/tag sweep, timeout, output cap); forking the server itself is
@@ -1099,12 +1100,12 @@ def main(argv: list[str] | None = None) -> int:
     if not forker and (len(args) != 3 or not valid_id(args[1])):
         sys.stderr.write(USAGE)
         return 2
-    import trio
-
     try:
         if not forker:
+            import trio
+
             return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
-        from mcpwrap import runner        # noqa: F401  (imported once here, not after each fork)
+        from mcpwrap import runner        # noqa: F401  (trio too: imported once here, not after each fork)
 
         with socket.socket(fileno=int(args[3])) as channel:
             work = _serve_forks(Store(Path(args[1])), Path(args[2]), channel)
