@@ -9,6 +9,7 @@ at the top: not typer (with pydantic), not jsonschema, not platformdirs.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -610,15 +611,20 @@ def _print_args(args: Any) -> None:
 
 def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: str | None, yes: bool,
           task: bool, no_wait: bool, state_dir: str | None, secret_file: str | None, as_json: bool) -> NoReturn:
-    import orjson
-    import trio
-
-    from mcpwrap import runner
-    from mcpwrap.validation import argument_problems   # imports jsonschema only when it validates
-
     if no_wait and not task:
         _fail("--no-wait goes with --task", EXIT_USAGE)
-    config = _load(Path(file))
+    gc.disable()        # what the imports and the tools file create lives until exit: no collection pass
+    try:                # over it can free anything (~5% of the start-up), and frozen, none walks it later
+        import orjson
+        import trio
+
+        from mcpwrap import runner
+        from mcpwrap.validation import argument_problems   # imports jsonschema only when it validates
+
+        config = _load(Path(file))
+    finally:
+        gc.freeze()
+        gc.enable()
     spec = config.tool(tool)
     if spec is None:
         _fail(f"no tool named {tool!r} in {file} (tools: {', '.join(t.name for t in config.tools)})", EXIT_USAGE)

@@ -55,7 +55,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
@@ -66,9 +66,11 @@ from mcpwrap.durable import UnsafePathError
 from mcpwrap.limits import read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
-from mcpwrap.spool import Sink, Spool
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.validation import resolve_paths
+
+if TYPE_CHECKING:                   # annotations only: a call that keeps no output imports no spool
+    from mcpwrap.spool import Sink, Spool
 
 STDERR_TAIL = 8192          # bytes of stderr kept for an error result
 LINE_CAP = 8192             # a longer stderr/stdout line is cut for logs and progress

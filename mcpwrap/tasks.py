@@ -63,6 +63,11 @@ same `supervise`. A reader that finds a running task whose supervisor is gone
 command left behind (found by the MCPWRAP_TASK_ID variable every descendant
 inherits). It imports no jsonschema: the snapshot it runs is MAC-bound to
 what the server validated, so its schemas are not re-checked.
+
+Imports: this module loads neither trio nor the runner until a supervisor or
+a server's request needs them, so `mcpwrap tasks list|show|result|cancel|gc`
+starts in less than trio's import alone; the forker imports them once,
+before its first fork.
 """
 
 from __future__ import annotations
@@ -86,12 +91,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
-import trio
 
 from mcpwrap import config as config_module
-from mcpwrap import runner, signing
+from mcpwrap import signing
 from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
-from mcpwrap.spool import Spool
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -106,6 +109,8 @@ from mcpwrap.protocol.tasking import (
 from mcpwrap.protocol.tools import ProtocolError
 
 if TYPE_CHECKING:
+    import trio
+
     from mcpwrap.protocol.core import Action, Core, TaskOp
     from mcpwrap.result import ToolResult
 
@@ -122,7 +127,6 @@ INDEX = "index"              # the creation-ordered index of the store (see Stor
 ENTRY = 54                   # bytes per index entry
 GC_MARKER = ".gc"            # its mtime: the last collection pass; its flock: one pass at a time
 LOG_CAP = 1024 * 1024        # bytes of command stderr kept in <id>.log
-TASK_ENV = runner.TASK_ENV
 MAX_RUNNING = 16             # tasks running at once per store (`--max-tasks`)
 _FIELDS = {f.name for f in fields(TaskRecord)}
 # what a task is, fixed at creation: the MAC covers these, so a record swapped on disk runs nothing
@@ -144,11 +148,16 @@ def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
 
 
 def process_start(pid: int, zombies: bool = False) -> int | None:
-    """Start time (clock ticks since boot), which tells a reused pid apart; None if gone (or a zombie)."""
-    stat = runner.proc_stat(pid)
-    if stat is None or (stat[0] == b"Z" and not zombies):
+    """Start time (clock ticks since boot), which tells a reused pid apart; None if gone (or a zombie).
+
+    /proc/<pid>/stat is read here, not through `runner.proc_stat`: `tasks list` checks every
+    working task's supervisor, and the runner would bring trio with it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().rsplit(b")", 1)[1].split()     # after the command name, which may hold ')'
+    except (OSError, IndexError):
         return None
-    return int(stat[19])
+    return None if stat[0] == b"Z" and not zombies else int(stat[19])
 
 
 def record_mac(record: TaskRecord, key: bytes) -> str:
@@ -615,7 +624,9 @@ def _summary(result: Mapping[str, Any]) -> str:
 
 def kill_leftovers(task_id: str) -> None:
     """SIGKILL every process that inherited this task's MCPWRAP_TASK_ID (its supervisor is gone)."""
-    runner.kill_tagged(TASK_ENV, [task_id])
+    from mcpwrap import runner
+
+    runner.kill_tagged(runner.TASK_ENV, [task_id])
 
 
 # --- creating a task: record first, then the supervisor ------------------------------------
@@ -676,9 +687,10 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
 
 # --- the forker: supervisors forked from an interpreter that has imported everything ---------
 class Forker:
-    """A child of the server, started with it, that has imported this module (trio, the runner,
-    the config loader) and forks one supervisor per task it is sent: the command starts
-    milliseconds after the record is durable instead of after a fresh interpreter's imports.
+    """A child of the server, started with it, that has imported this module, trio, the runner
+    and the config loader (`main` does, before its first fork) and forks one supervisor per
+    task it is sent: the command starts milliseconds after the record is durable instead of
+    after a fresh interpreter's imports.
 
     Why a fork server and not the alternatives: a trio-free supervisor would duplicate the
     runner (process group, cgroup/tag sweep, timeout, output cap); forking the server itself is
@@ -816,6 +828,8 @@ def _forked_supervisor(store: Store, task_id: str, secret_file: Path) -> int:
     log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     os.dup2(log, 2)
     os.close(log)
+    import trio                           # the forker's: imported before it forked
+
     return trio.run(supervise, Store(store.root), task_id, secret_file)
 
 
@@ -825,6 +839,8 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
     """Carry out one task-store operation and return the actions the core renders for it.
 
     `secret_file` is where `core.keyring_source` loads the keyring from: the supervisor reads it too."""
+    import trio
+
     store = Store.for_tools_file(state_dir, core.config.path)
     ctx = op.ctx
     try:
@@ -868,6 +884,8 @@ OnChange = Callable[[TaskRecord | None, TaskRecord], None]
 
 async def follow(state_dir: Path, tools_file: Path, task_id: str, on_change: OnChange) -> None:
     """Poll a task until it is terminal or gone (bounded by its ttl); report each visible change."""
+    import trio
+
     store = Store.for_tools_file(state_dir, tools_file)
     previous: TaskRecord | None = None
     while True:
@@ -910,6 +928,8 @@ class _Supervision:
 
     async def poll(self, run: trio.CancelScope) -> None:
         """Every CANCEL_POLL_S: write new progress, and stop the run once the record is terminal or gone."""
+        import trio
+
         while True:
             await trio.sleep(CANCEL_POLL_S)
             pending, self.pending = self.pending, None
@@ -922,8 +942,10 @@ class _Supervision:
                 run.cancel()
                 return
 
-    async def signals(self, run: trio.CancelScope, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def signals(self, run: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:
         """Started (not merely scheduled) before the command: a signal that comes once it runs is recorded."""
+        import trio
+
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
             task_status.started()
             async for signum in received:
@@ -980,7 +1002,11 @@ async def supervise(store: Store, task_id: str, secret_file: Path) -> int:
 
 
 async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
+    import trio
+
+    from mcpwrap import runner
     from mcpwrap.result import error_result
+    from mcpwrap.spool import Spool
 
     task_id = record.task_id
     try:
@@ -989,7 +1015,7 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
     except LookupError as exc:
         store.finish(task_id, error={"code": -32603, "message": str(exc)})
         return 1
-    os.environ[TASK_ENV] = task_id        # inherited by the command and all it starts
+    os.environ[runner.TASK_ENV] = task_id  # inherited by the command and all it starts
     watch = _Supervision(store, task_id)
     result: ToolResult | None = None
     try:
@@ -1076,7 +1102,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if not forker:
+            import trio
+
             return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
+        from mcpwrap import runner        # noqa: F401  (trio too: imported once here, not after each fork)
+
         with socket.socket(fileno=int(args[3])) as channel:
             work = _serve_forks(Store(Path(args[1])), Path(args[2]), channel)
         return 0 if work is None else work()
@@ -1088,4 +1118,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # A supervisor (or the forker, or its collection pass) leaves without the interpreter's
+    # teardown, as `mcpwrap call` does (cli.entry): unwinding every module trio and the runner
+    # loaded costs tens of ms of CPU right after the task's terminal status is visible, and a
+    # client that created its next task then saw that creation's fsyncs stall ~10x. The exit
+    # handlers still run (the runner's cgroup clean-up is one) and stdio is flushed.
+    import atexit
+
+    code = main()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
-from mcpwrap import config, signing, tasks
+from mcpwrap import config, runner, signing, tasks
 from mcpwrap.durable import UnsafePathError
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
@@ -86,7 +86,7 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
             with contextlib.suppress(TaskTerminalError, TaskLookupError):
                 store.cancel(record.task_id)
         ids = store.ids()
-        until(lambda: not any(procs.with_env(tasks.TASK_ENV, i) for i in ids), what="the tasks' processes to exit")
+        until(lambda: not any(procs.with_env(runner.TASK_ENV, i) for i in ids), what="the tasks' processes to exit")
 
 
 def rewrite(path: Path, change: Callable[[dict[str, Any]], None]) -> None:

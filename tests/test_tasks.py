@@ -770,6 +770,35 @@ def test_supervisor_runs_the_snapshot_and_fails_clearly_without_the_tool(tmp_pat
     assert store.get(missing.task_id) == record
 
 
+TEARDOWN_PROBE = """
+import atexit, runpy, sys
+class Probe:
+    def __del__(self) -> None:            # runs when the interpreter tears its modules down
+        sys.stderr.write("interpreter teardown ran\\n")
+sys.modules["mcpwrap_probe"] = Probe()
+atexit.register(lambda: sys.stderr.write("exit handlers ran\\n"))
+sys.argv[0] = "mcpwrap.tasks"
+runpy.run_module("mcpwrap.tasks", run_name="__main__")
+"""
+
+
+def test_a_supervisor_leaves_without_the_interpreters_teardown(tmp_path: Path) -> None:
+    """Its teardown (every module trio and the runner loaded) ran right after the terminal status was
+    visible and stalled the fsyncs of the next task's creation: the process ends with os._exit once
+    its exit handlers ran (the runner's cgroup clean-up is one) and what it wrote is out (its stderr
+    is the task's log: a line logged last is still there)."""
+    tools, secret = tmp_path / "tools.toml", tmp_path / "secret"
+    tools.write_text("[tools.t]\nshell = 'echo out; echo last words >&2'\n")
+    key = signing.ensure_secret(secret, time.time()).current
+    store = tasks.Store.for_tools_file(tmp_path / "state", tools)
+    record = store.create(tool="t", arguments={}, ttl_ms=60_000, poll_ms=100, tools_file=tools,
+                          digest="0" * 64, snapshot=None, key=key)
+    done = subprocess.run([sys.executable, "-c", TEARDOWN_PROBE, str(store.root), record.task_id, str(secret)],
+                          capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert (done.returncode, done.stderr) == (0, "last words\nexit handlers ran\n")
+    assert store.get(record.task_id).status == "completed"
+
+
 def _rev(version: str) -> Any:
     from mcpwrap.protocol.revisions import REVISIONS
 

@@ -1,0 +1,84 @@
+"""What the shell commands load: guards for their start-up (bench/cli_startup.py has the figures).
+
+Each command runs in a fresh interpreter that reports, after `main`, which modules it loaded
+and what the cycle collector was left with. No timing: a module that should not load is the
+regression, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from mcpwrap import tasks
+from tests.harness import HANG_S
+
+KEY = b"k" * 32
+REPORT = """
+import gc, sys
+sys.argv = ["mcpwrap", *sys.argv[1:]]
+from mcpwrap.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(" ".join(sorted(sys.modules)), gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)
+"""
+NEVER = {"jsonschema", "typer", "click", "pydantic", "platformdirs"}
+
+
+def loaded(tmp_path: Path, *args: str) -> tuple[set[str], bool, bool]:
+    """(modules loaded, collector enabled at the end, objects frozen) after `mcpwrap ARGS`."""
+    done = subprocess.run([sys.executable, "-c", REPORT, *args], capture_output=True, text=True, timeout=HANG_S,
+                          env={**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state")}, check=False)
+    *modules, enabled, frozen = done.stderr.splitlines()[-1].split(" ")
+    return {m.split(".")[0] if m.split(".")[0] in NEVER else m for m in modules}, enabled == "True", frozen == "True"
+
+
+def test_call_of_a_plain_tool_loads_only_what_running_it_needs(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string" }\n')
+    for _ in range(2):                    # the first sight of the file checks its schemas (jsonschema)
+        modules, enabled, frozen = loaded(tmp_path, "call", str(tools), "echo", "-a", "text=hi")
+    assert {"trio", "mcpwrap.runner"} <= modules
+    assert not modules & (NEVER | {"mcpwrap.spool", "mcpwrap.tasks", "mcpwrap.signing", "mcpwrap.protocol",
+                                   "mcpwrap.server"}), "call loads what a plain tool does not use"
+    assert enabled and frozen             # imported without collection passes, then frozen: none walks them later
+
+
+def test_tasks_commands_load_neither_trio_nor_the_runner(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.t]\nshell = "true"\ntask = "optional"\n')
+    store = tasks.Store.for_tools_file(tmp_path / "state", tools)
+    working, done = (store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=tools,
+                                  digest="0" * 64, snapshot=None, key=KEY) for _ in range(2))
+    store.claim(working.task_id, os.getpid(), tasks.process_start(os.getpid()))   # a live supervisor: this process
+    store.finish(done.task_id, result={"content": [{"type": "text", "text": "ok\n"}], "isError": False})
+    for args in (["list", str(tools)], ["show", working.task_id], ["result", done.task_id],
+                 ["result", str(tools), working.task_id]):
+        modules, _, _ = loaded(tmp_path, "tasks", *args)
+        assert "mcpwrap.tasks" in modules, args
+        assert not modules & (NEVER | {"trio", "mcpwrap.runner"}), args
+    assert store.get(working.task_id).status == "working"    # its supervisor was seen alive, not failed
+
+
+FORKER = """
+import os, socket, sys
+from mcpwrap import tasks
+ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+ours.close()                              # the server is gone at once: the forker returns
+tasks.main(["--forker", sys.argv[1], sys.argv[2], str(theirs.fileno())])
+os.write(1, f"{'mcpwrap.runner' in sys.modules} {'trio' in sys.modules}\\n".encode())   # one write per process
+"""
+
+
+def test_the_forker_imports_the_runner_before_it_forks(tmp_path: Path) -> None:
+    """Its forks (supervisors, collection passes) start with trio and the runner loaded, which
+    `tasks` itself no longer imports for the shell commands."""
+    root = tasks.store_root(tmp_path / "state", tmp_path / "t.toml")
+    done = subprocess.run([sys.executable, "-c", FORKER, str(root), str(tmp_path / "secret")],
+                          capture_output=True, text=True, timeout=HANG_S, check=False)
+    assert done.returncode == 0, done.stderr
+    assert set(done.stdout.splitlines()) == {"True True"}     # the forker, and its collection pass's child
