@@ -311,6 +311,15 @@ def _rlimits(limits: Limits, memory_capped: bool) -> tuple[tuple[int, int, int],
 
 
 # --- cgroup files ----------------------------------------------------------------------------
+def proc_stat(pid: int | str) -> list[bytes] | None:
+    """/proc/<pid>/stat after the command name (index 0 = state, 2 = pgid, 19 = start time); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def read_file(path: str) -> bytes:
     try:
         with open(path, "rb") as f:

@@ -63,7 +63,7 @@ import trio
 from mcpwrap import jsonrpc, landlock, limits
 from mcpwrap.config import Limits, Sandbox, Tool
 from mcpwrap.durable import UnsafePathError
-from mcpwrap.limits import read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
+from mcpwrap.limits import proc_stat, read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
@@ -204,15 +204,6 @@ def _signal_group(pgid: int, sig: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
-
-
-def proc_stat(pid: int | str) -> list[bytes] | None:
-    """/proc/<pid>/stat after the command name (index 0 = state, 2 = pgid, 19 = start time); None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
 
 
 def _group_has_live_member(pgid: int) -> bool:

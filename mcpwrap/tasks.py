@@ -95,6 +95,7 @@ import orjson
 from mcpwrap import config as config_module
 from mcpwrap import signing
 from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
+from mcpwrap.limits import proc_stat
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -148,14 +149,8 @@ def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
 
 
 def process_start(pid: int, zombies: bool = False) -> int | None:
-    """Start time (clock ticks since boot), which tells a reused pid apart; None if gone (or a zombie).
-
-    /proc/<pid>/stat is read here, not through `runner.proc_stat`: `tasks list` checks every
-    working task's supervisor, and the runner would bring trio with it."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().rsplit(b")", 1)[1].split()     # after the command name, which may hold ')'
-    except (OSError, IndexError):
+    """Start time (clock ticks since boot), which tells a reused pid apart; None if gone (or a zombie)."""
+    if (stat := proc_stat(pid)) is None:
         return None
     return None if stat[0] == b"Z" and not zombies else int(stat[19])
 
