@@ -335,7 +335,7 @@ class Hub:
             self.exchanges -= 1
 
     def _gate(self, scope: Scope, headers: dict[str, str]) -> binding.Refusal | None:
-        """Path, method, Origin, Host, token: all before a byte of the body is read."""
+        """Path, Origin, Host, token, method, Accept: all before a byte of the body is read."""
         if scope["path"].rstrip("/") != ENDPOINT:
             return binding.Refusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
         refusal = (binding.origin_refusal(headers.get("origin"), self.http.allowed_origins)
@@ -349,7 +349,7 @@ class Hub:
             refusal = binding.token_refusal(headers.get("authorization"), tokens)
         if refusal is None and scope["method"] not in ("POST", "GET", "DELETE"):
             refusal = binding.Refusal(405, "Method Not Allowed", headers=(("allow", "POST, GET, DELETE"),))
-        return refusal
+        return refusal or binding.accept_refusal(scope["method"], headers.get("accept"))
 
     async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
