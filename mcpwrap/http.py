@@ -364,7 +364,9 @@ class Hub:
         if tracing():
             log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
         message = jsonrpc.decode(body)
-        if isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):
+        if isinstance(message, Request) and (removed := binding.removed_method_refusal(message)) is not None:
+            await _refuse(send, removed, message.id)
+        elif isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):
             await self._modern(headers, message, receive, send)
         elif isinstance(message, Invalid):
             refusal = binding.Refusal(400, message.message, message.code)

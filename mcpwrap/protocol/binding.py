@@ -4,9 +4,11 @@ What a POST must carry and what status each answer gets, decided here so the
 driver (`mcpwrap/http.py`) only moves bytes. 2026-07-28 mirrors body fields
 into headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); a missing,
 malformed or disagreeing header is -32020 with 400, because a load balancer
-may have routed on the header while we would execute the body. Errors the
-spec gives an HTTP status get it; other JSON-RPC errors travel with 200, as
-the legacy revisions always did. A POST must accept both answer forms
+may have routed on the header while we would execute the body; a body that
+lacks the version itself is the core's -32602, not a mismatch. `initialize`
+sent with the modern envelope is a method 2026-07-28 removed: 404 / -32601.
+Errors the spec gives an HTTP status get it; other JSON-RPC errors travel with
+200, as the legacy revisions always did. A POST must accept both answer forms
 (JSON and SSE), a GET the SSE stream, else 406 (no Accept header accepts all).
 Origin and Host are checked against DNS rebinding, bearer tokens compared in
 constant time.
@@ -24,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcpwrap.jsonrpc import Request
-from mcpwrap.protocol.modern import VERSION_KEY
+from mcpwrap.protocol.modern import VERSION_KEY, is_modern
 from mcpwrap.protocol.revisions import ALL_VERSIONS
 from mcpwrap.protocol.tools import ProtocolError
 
@@ -70,8 +72,10 @@ def decode_value(value: str) -> str | None:
 def check_modern_headers(headers: Mapping[str, str], request: Request) -> ProtocolError | None:
     """2026-07-28 request metadata headers against the body (the body stays the source of truth)."""
     meta = request.params.get("_meta")
-    expected = [("mcp-protocol-version", meta.get(VERSION_KEY) if isinstance(meta, dict) else None),
-                ("mcp-method", request.method)]
+    version = meta.get(VERSION_KEY) if isinstance(meta, dict) else None
+    if not isinstance(version, str):
+        return None                       # no version to compare with: the core rejects the body (-32602)
+    expected: list[tuple[str, Any]] = [("mcp-protocol-version", version), ("mcp-method", request.method)]
     if request.method in NAME_SOURCE:
         expected.append(("mcp-name", request.params.get(NAME_SOURCE[request.method])))
     for name, body in expected:
@@ -85,6 +89,14 @@ def check_modern_headers(headers: Mapping[str, str], request: Request) -> Protoc
         if value != body:
             return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {shown} header value {value!r} does not "
                                  f"match body value {body!r}")
+    return None
+
+
+def removed_method_refusal(request: Request) -> Refusal | None:
+    """`initialize` in a modern envelope: 2026-07-28 removed it, so it is an unknown method there."""
+    if request.method == "initialize" and is_modern(request.method, request.params):
+        return Refusal(404, "Method not found: initialize is not a 2026-07-28 method (send requests with "
+                       "_meta directly, or initialize without the 2026-07-28 _meta)", -32601)
     return None
 
 
