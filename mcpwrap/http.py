@@ -420,7 +420,7 @@ class Hub:
             self.exchanges -= 1
 
     def _gate(self, scope: Scope, headers: dict[str, str]) -> binding.Refusal | None:
-        """Path, method, Origin, Host, token: all before a byte of the body is read."""
+        """Path, Origin, Host, token, method, Accept: all before a byte of the body is read."""
         if scope["path"].rstrip("/") != ENDPOINT:
             return binding.Refusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
         refusal = (binding.origin_refusal(headers.get("origin"), self.http.allowed_origins)
@@ -434,7 +434,7 @@ class Hub:
             refusal = binding.token_refusal(headers.get("authorization"), tokens)
         if refusal is None and scope["method"] not in ("POST", "GET", "DELETE"):
             refusal = binding.Refusal(405, "Method Not Allowed", headers=(("allow", "POST, GET, DELETE"),))
-        return refusal
+        return refusal or binding.accept_refusal(scope["method"], headers.get("accept"))
 
     def _throttle(self, scope: Scope, headers: dict[str, str]) -> binding.Refusal | None:
         """--rate, per client: a legacy session by its id; anyone else by bearer token, else by peer address."""
@@ -465,7 +465,9 @@ class Hub:
         if tracing():
             log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
         message = jsonrpc.decode(body)
-        if isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):
+        if isinstance(message, Request) and (removed := binding.removed_method_refusal(message)) is not None:
+            await _refuse(send, removed, message.id)
+        elif isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):
             await self._modern(headers, message, receive, send)
         elif isinstance(message, Invalid):
             refusal = binding.Refusal(400, message.message, message.code)

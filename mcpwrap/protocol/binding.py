@@ -4,10 +4,14 @@ What a POST must carry and what status each answer gets, decided here so the
 driver (`mcpwrap/http.py`) only moves bytes. 2026-07-28 mirrors body fields
 into headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); a missing,
 malformed or disagreeing header is -32020 with 400, because a load balancer
-may have routed on the header while we would execute the body. Errors the
-spec gives an HTTP status get it; other JSON-RPC errors travel with 200, as
-the legacy revisions always did. Origin and Host are checked against DNS
-rebinding, bearer tokens compared in constant time.
+may have routed on the header while we would execute the body; a body that
+lacks the version itself is the core's -32602, not a mismatch. `initialize`
+sent with the modern envelope is a method 2026-07-28 removed: 404 / -32601.
+Errors the spec gives an HTTP status get it; other JSON-RPC errors travel with
+200, as the legacy revisions always did. A POST must accept both answer forms
+(JSON and SSE), a GET the SSE stream, else 406 (no Accept header accepts all).
+Origin and Host are checked against DNS rebinding, bearer tokens compared in
+constant time.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcpwrap.jsonrpc import Request
-from mcpwrap.protocol.modern import VERSION_KEY
+from mcpwrap.protocol.modern import VERSION_KEY, is_modern
 from mcpwrap.protocol.revisions import ALL_VERSIONS
 from mcpwrap.protocol.tools import ProtocolError
 
@@ -68,8 +72,10 @@ def decode_value(value: str) -> str | None:
 def check_modern_headers(headers: Mapping[str, str], request: Request) -> ProtocolError | None:
     """2026-07-28 request metadata headers against the body (the body stays the source of truth)."""
     meta = request.params.get("_meta")
-    expected = [("mcp-protocol-version", meta.get(VERSION_KEY) if isinstance(meta, dict) else None),
-                ("mcp-method", request.method)]
+    version = meta.get(VERSION_KEY) if isinstance(meta, dict) else None
+    if not isinstance(version, str):
+        return None                       # no version to compare with: the core rejects the body (-32602)
+    expected: list[tuple[str, Any]] = [("mcp-protocol-version", version), ("mcp-method", request.method)]
     if request.method in NAME_SOURCE:
         expected.append(("mcp-name", request.params.get(NAME_SOURCE[request.method])))
     for name, body in expected:
@@ -84,6 +90,44 @@ def check_modern_headers(headers: Mapping[str, str], request: Request) -> Protoc
             return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {shown} header value {value!r} does not "
                                  f"match body value {body!r}")
     return None
+
+
+def removed_method_refusal(request: Request) -> Refusal | None:
+    """`initialize` in a modern envelope: 2026-07-28 removed it, so it is an unknown method there."""
+    if request.method == "initialize" and is_modern(request.method, request.params):
+        return Refusal(404, "Method not found: initialize is not a 2026-07-28 method (send requests with "
+                       "_meta directly, or initialize without the 2026-07-28 _meta)", -32601)
+    return None
+
+
+def accepts(accept: str, media_type: str) -> bool:
+    """Whether an Accept header allows a media type: its most specific matching range decides, q=0 refuses."""
+    ranks = {media_type: 2, media_type.split("/")[0] + "/*": 1, "*/*": 0}
+    best, quality = -1, 0.0
+    for item in accept.split(","):
+        media_range, *params = (part.strip().lower() for part in item.split(";"))
+        if ranks.get(media_range, -1) > best:
+            best, quality = ranks[media_range], _quality(params)
+    return quality > 0
+
+
+def _quality(params: list[str]) -> float:
+    for name, _, value in (p.partition("=") for p in params):
+        if name.strip() == "q":
+            try:
+                return float(value)
+            except ValueError:
+                return 0.0
+    return 1.0
+
+
+def accept_refusal(method: str, accept: str | None) -> Refusal | None:
+    """406 unless the client accepts what it may get: JSON and SSE for a POST, SSE for a GET. No Accept
+    header at all accepts anything (RFC 9110 §12.5.1), as plain HTTP clients expect."""
+    needed = {"POST": ("application/json", "text/event-stream"), "GET": ("text/event-stream",)}.get(method, ())
+    if accept is None or all(accepts(accept, t) for t in needed):
+        return None
+    return Refusal(406, f"Not Acceptable: a {method} must accept {' and '.join(needed)} (Accept: {accept!r})")
 
 
 def legacy_version_refusal(headers: Mapping[str, str]) -> Refusal | None:
