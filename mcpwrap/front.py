@@ -226,6 +226,18 @@ class Front:
         self.signalled = False
         self.loaded = False
 
+    def __enter__(self) -> Front:
+        """stdout non-blocking while the front writes (a regular file never blocks, and keeps its mode)."""
+        self.regular = stat.S_ISREG(os.fstat(self.fd_out).st_mode)
+        self.blocking = os.get_blocking(self.fd_out)
+        if not self.regular:
+            os.set_blocking(self.fd_out, False)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.regular:
+            os.set_blocking(self.fd_out, self.blocking)   # as trio's FdStream expects to find and leave it
+
     def decide(self) -> None:
         """Answer the lines read, in order, until one needs the driver or stdout's backlog is full."""
         while self.lines and not self.pending and len(self.output) < OUTBOX_BYTES:
@@ -339,24 +351,20 @@ def _front(front: Front, config: config_module.Config) -> bool:
         signal.signal(signum, front.caught)       # kept until trio's receiver takes over: see server.serve
     interval = sys.getswitchinterval()
     sys.setswitchinterval(FRONT_SWITCH_S)
-    regular = stat.S_ISREG(os.fstat(front.fd_out).st_mode)
-    blocking = os.get_blocking(front.fd_out)
-    if not regular:
-        os.set_blocking(front.fd_out, False)
     importer.start()
     try:
-        if front.serve(wake):
-            if failure:
-                raise failure[0]
-            return True
-        front.finish(wake)
+        with front:
+            if front.serve(wake):
+                importer.join()           # it has written `loaded`: it is ending
+                if failure:
+                    raise failure[0]
+                return True
+            front.finish(wake)
         importer.join(FLUSH_S)            # its log line written, its containment set up (and removed at exit)
         return False
     finally:
         sys.setswitchinterval(interval)
         signal.set_wakeup_fd(previous)
-        if not regular:
-            os.set_blocking(front.fd_out, blocking)
         if not importer.is_alive():       # else it still writes `loaded` once done
             os.close(wake)
             os.close(loaded)

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,8 +140,8 @@ def test_hand_over_at_any_byte_equals_one_core_answering_everything(tmp_path_fac
     try:
         os.write(in_w, stream[:cut])
         os.write(wake_w, LOADED)              # the import is done once the first part is there
-        front = Front(new_core(tmp), in_r, out_w)
-        assert front.serve(wake_r)
+        with Front(new_core(tmp), in_r, out_w) as front:
+            assert front.serve(wake_r)
         while front.output:                   # what the front answered, in the pipe (it fits)
             front._poll(wake_r, HANG_S, reading=False)
         written = drain(out_r)
@@ -173,6 +174,50 @@ def test_eof_during_the_front_answers_flushes_and_ends_without_a_hand_over(tmp_p
     assert not front.serve(pipes["wake_r"])
     front.finish(pipes["wake_r"])
     assert [json.loads(x)["id"] for x in drain(pipes["out_r"]).splitlines()] == [1, 2]
+
+
+BIG = loads("\n".join(f'[tools.t{i}]\ndescription = "{"x" * 400}"\ncommand = ["true"]\n' for i in range(500)).encode(),
+             Path("big.toml"))
+LISTS = line(1, "initialize", INIT) + b"".join(line(i, "tools/list") for i in range(2, 12))   # ~2.5 MB of answers
+
+
+def big_front(tmp: Path, pipes: dict[str, int]) -> Front:
+    os.write(pipes["in_w"], LISTS)
+    os.close(pipes["in_w"])
+    return Front(front_module.new_core(BIG, Options(tmp / "secret", tmp / "state")), pipes["in_r"], pipes["out_w"])
+
+
+def test_a_client_that_never_reads_stdout_does_not_block_the_front(tmp_path: Path, pipes: dict[str, int]) -> None:
+    """EOF is seen although stdout is full, and the flush gives up after FLUSH_S; a blocking write would
+    hang here until the hang guard closes the pipe's other end."""
+    out_r = pipes.pop("out_r")
+    guard = threading.Timer(HANG_S, os.close, [out_r])
+    guard.start()
+    with big_front(tmp_path, pipes) as front:
+        assert not front.serve(pipes["wake_r"])
+        front.finish(pipes["wake_r"])
+    guard.cancel()
+    guard.join()
+    if not front.closed:              # else the guard closed it: the write that hung failed with EPIPE
+        os.close(out_r)
+    assert not front.closed and front.output
+
+
+def test_at_eof_the_front_flushes_everything_a_slow_reader_takes(tmp_path: Path, pipes: dict[str, int]) -> None:
+    got = bytearray()
+    reader = threading.Thread(target=read_all, args=(pipes["out_r"], got))
+    with big_front(tmp_path, pipes) as front:
+        assert not front.serve(pipes["wake_r"])
+        reader.start()
+        front.finish(pipes["wake_r"])
+    os.close(pipes.pop("out_w"))
+    reader.join(HANG_S)
+    assert [json.loads(x)["id"] for x in bytes(got).splitlines()] == list(range(1, 12))
+
+
+def read_all(fd: int, into: bytearray) -> None:
+    while chunk := os.read(fd, 65536):
+        into += chunk
 
 
 def test_a_stop_signal_during_the_front_starts_nothing(tmp_path: Path, pipes: dict[str, int]) -> None:
