@@ -206,9 +206,9 @@ def test_a_client_that_never_reads_stdout_does_not_block_the_front(tmp_path: Pat
 def test_at_eof_the_front_flushes_everything_a_slow_reader_takes(tmp_path: Path, pipes: dict[str, int]) -> None:
     got = bytearray()
     reader = threading.Thread(target=read_all, args=(pipes["out_r"], got))
+    reader.start()
     with big_front(tmp_path, pipes) as front:
         assert not front.serve(pipes["wake_r"])
-        reader.start()
         front.finish(pipes["wake_r"])
     os.close(pipes.pop("out_w"))
     reader.join(HANG_S)
