@@ -332,9 +332,10 @@ def run(config: config_module.Config, options: Options) -> int:
         signature = file_signature(config.path) if options.watch else None   # before any request: no change missed
         if not _front(front, config):
             return 0
-        import trio
+        import trio                       # loaded by now, with the driver
 
         from mcpwrap import server
+        gc.freeze()                       # as `prepare`'s: what the import made lives as long as the server
         return trio.run(server.serve, config, options, front, signature)
     finally:
         _stderr.flush(FLUSH_S)
