@@ -495,7 +495,8 @@ def cold_start(tools: Path, tmp: Path, method: str) -> float:
     """Spawn -> the response to the first request (written right after spawn)."""
     server = Server(tools, tmp, f"cold-{method.replace('/', '-')}")
     try:
-        params = init_params() if method == "initialize" else {"_meta": MODERN_META}
+        params = {"initialize": init_params(), "server/discover": {"_meta": MODERN_META},
+                  "tools/call": {"name": "echo", "arguments": {"msg": "cold"}, "_meta": MODERN_META}}[method]
         rid, data = server.request_bytes(method, params)
         arrived, msg = server.exchange(data, {rid}, SPAWN_TIMEOUT_S)[rid]
         if "result" not in msg:
@@ -506,14 +507,15 @@ def cold_start(tools: Path, tmp: Path, method: str) -> float:
 
 
 def measure_cold_start(tools: Path, big_tools: Path, tmp: Path, runs: int) -> dict[str, Any]:
-    say(f"cold start: {runs} runs each of floor / initialize / server/discover / initialize with 1,000 tools")
+    say(f"cold start: {runs} runs each of floor / initialize / server/discover / tools/call / initialize with 1,000 tools")
     # warm-up: .pyc files, the page cache, and mcpwrap's per-state-dir cache of validated tools files
     floor_import_trio(); cold_start(tools, tmp, "initialize"); cold_start(big_tools, tmp, "initialize")
-    samples: dict[str, list[float]] = {"floor": [], "initialize": [], "discover": [], "initialize_1000": []}
+    samples: dict[str, list[float]] = {"floor": [], "initialize": [], "discover": [], "call": [], "initialize_1000": []}
     kinds: dict[str, Callable[[], float]] = {
         "floor": floor_import_trio,
         "initialize": lambda: cold_start(tools, tmp, "initialize"),
         "discover": lambda: cold_start(tools, tmp, "server/discover"),
+        "call": lambda: cold_start(tools, tmp, "tools/call"),
         "initialize_1000": lambda: cold_start(big_tools, tmp, "initialize")}
     order = list(kinds)
     shuffle = random.Random(1).shuffle
@@ -1183,6 +1185,8 @@ def build_report(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, An
                            ("discover", "cold start: spawn -> server/discover")):
             r = row(f"cold_{key}", label, "ms", cold[key], cold["floor"], floor_label)
             target(r, "median <= 1.25 x floor", r["ratio_median"], "<=", 1.25, "x")
+        row("cold_call", "cold start: spawn -> a tools/call result (trio's)", "ms", cold["call"], cold["floor"],
+            floor_label)
         row("cold_initialize_1000_tools", "cold start, 1,000 tools: spawn -> initialize", "ms",
             cold["initialize_1000"], cold["floor"], floor_label)
     if (pc := data.get("per_call")) is not None:

@@ -1402,15 +1402,15 @@ def inline_tools(specs: list[str]) -> str:
 def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
                   tools: list[str] | None = None, toolset: Any = None, remote: Any = None) -> int:
-    from mcpwrap import server, signing
+    from mcpwrap import front, signing
     from mcpwrap.config import Toolset
 
     level = option_value(log_level, "--log-level", lambda: "info")
-    if level not in server.LEVELS:
-        _fail(f"--log-level must be one of {', '.join(server.LEVELS)} (got {level!r})", EXIT_USAGE)
+    if level not in front.LEVELS:
+        _fail(f"--log-level must be one of {', '.join(front.LEVELS)} (got {level!r})", EXIT_USAGE)
     state = Path(option_value(state_dir, "--state-dir", default_state_dir))
-    calls = _positive(max_calls, "--max-calls", server.Options.max_calls)
-    running_tasks = _positive(max_tasks, "--max-tasks", server.Options.max_tasks)
+    calls = _positive(max_calls, "--max-calls", front.Options.max_calls)
+    running_tasks = _positive(max_tasks, "--max-tasks", front.Options.max_tasks)
     if (file is None) == (not tools):
         _usage_error(("serve",), "Give a tools FILE or --tool NAME=COMMAND options (not both).")
     config = _load(file, state / "validated") if file is not None else _loads_inline(inline_tools(tools or []))
@@ -1423,7 +1423,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     if sys.stdin.isatty() and remote is None:
         print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
               "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
-    options = server.Options(
+    options = front.Options(
         secret_file=Path(option_value(secret_file, "--secret-file", _default_secret_file)),
         state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
         toolset=toolset)
@@ -1431,7 +1431,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         if remote is not None:
             from mcpwrap import http
             return http.run(config, options, remote)
-        return server.run(config, options)
+        return front.run(config, options)
     except signing.SecretFileError as exc:
         _fail(str(exc), EXIT_CONFIG)
 

@@ -1,6 +1,7 @@
 """The only seam between trio and the protocol: read, decide, act, one writer.
 
-Lines come from stdin through `LineReader`; `Core` decides; this module
+`serve` takes stdio over from `front.Front`, which answered what it could while this
+module was imported. Lines come from stdin through `LineReader`; `Core` decides; this module
 carries the actions out: one writer task owns stdout, each tool call runs in
 its own cancel scope under one nursery (as do resource reads, prompts and
 completions that need a file or a command), timers and the tools-file watcher
@@ -19,18 +20,13 @@ it is a regular file.
 
 from __future__ import annotations
 
-import gc
 import os
-import queue
-import resource
-import signal
 import stat
 import sys
-import threading
 import time
 import traceback
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,7 +34,10 @@ from typing import Any, Protocol
 import trio
 
 from mcpwrap import config as config_module
-from mcpwrap import jsonrpc, runner, signing, sources
+from mcpwrap import jsonrpc, runner, sources
+from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, _stderr, encoded,
+                           file_signature, log, prepare, trace_in, tracing)
+from mcpwrap.front import SecretSource as SecretSource, _encodable as _encodable, _needs_secret as _needs_secret  # http.py's
 from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Complete, Context, Core, GetPrompt, ReadResource,
                                    Send, StartCall, StartTimer, Stderr, TaskOp)
 from mcpwrap.protocol.tools import ProtocolError
@@ -46,110 +45,10 @@ from mcpwrap.result import error_result
 from mcpwrap.spool import Spool
 
 WATCH_INTERVAL_S = 0.5
-READ_CHUNK = 65536
-OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop
-FLUSH_S = 2.0                     # at exit, how long a client that does not read stdout is waited for
-LOG_LINES = 10_000                # mcpwrap's own stderr lines held for a slow reader, then dropped
 QUEUED_PER_SLOT = 64              # calls that may wait for a slot, per slot of --max-calls (4,160 at the default)
 WAITING_BYTES = 32 * 1024 * 1024  # request bytes the waiting calls may hold; a waiting call costs ~5 KiB besides
 RELOAD_SWITCH_S = 0.0005          # the GIL switch interval while a reload parses in a thread
 NEWS = ("notifications/progress", "notifications/message")   # dropped, not queued, while stdout is backed up
-
-
-LEVELS = ("debug", "info", "warning", "error")
-_threshold = LEVELS.index("info")
-
-
-class _StderrLog:
-    """mcpwrap's own log lines, written by one daemon thread.
-
-    A client may never read our stderr; a blocking write there would freeze the
-    server for good once the pipe is full. Lines queue (bounded) for the thread;
-    past the bound they are dropped and counted, and the count is logged when
-    stderr drains.
-    """
-
-    def __init__(self, fd: int = 2) -> None:
-        self.fd = fd
-        self.lines: queue.Queue[bytes] = queue.Queue(LOG_LINES)
-        self.dropped = 0
-        self.thread: threading.Thread | None = None
-
-    def write(self, text: str) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name="mcpwrap-stderr", daemon=True)
-            self.thread.start()
-        try:
-            self.lines.put_nowait((text + "\n").encode("utf-8", "replace"))
-        except queue.Full:
-            self.dropped += 1
-
-    def _run(self) -> None:
-        while True:
-            data = self.lines.get()
-            dropped, self.dropped = self.dropped, 0
-            if dropped:
-                data = f"mcpwrap: {dropped} log line(s) dropped: stderr was not being read\n".encode() + data
-            self._write_all(data)
-            self.lines.task_done()
-
-    def _write_all(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self.fd, view):]
-            except BlockingIOError:
-                time.sleep(0.01)          # someone made the shared stderr non-blocking
-            except OSError:
-                return                    # stderr is gone: the lines have nowhere to go
-
-    def flush(self, timeout_s: float) -> None:
-        """Wait (bounded) until the thread has written what is queued."""
-        deadline = time.monotonic() + timeout_s
-        while self.lines.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.005)
-
-
-_stderr = _StderrLog()
-
-
-def log(text: str, level: str = "info") -> None:
-    """mcpwrap's own messages: stderr only, at or above --log-level, never blocking the caller."""
-    if LEVELS.index(level) >= _threshold:
-        _stderr.write(text)
-
-
-def tracing() -> bool:
-    """--log-level debug: only then is a trace line worth formatting (it costs on every message)."""
-    return _threshold == 0
-
-
-@dataclass
-class Options:
-    secret_file: Path
-    state_dir: Path
-    watch: bool = True
-    log_level: str = "info"               # debug also traces every message and tool stderr line
-    max_calls: int = 64                   # calls running at once; more wait (QUEUED_PER_SLOT each, WAITING_BYTES)
-    max_tasks: int = 16                   # durable tasks running at once (tasks.py counts them)
-    toolset: config_module.Toolset = config_module.Toolset()   # applied again on every reload
-
-
-class SecretSource:
-    """The shared keyring, loaded once on first need (or at start when a tool asks questions)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.keyring: signing.Keyring | None = None
-
-    def __call__(self) -> signing.Keyring:
-        if self.keyring is None:
-            self.keyring = signing.ensure_secret(self.path, time.time())
-        return self.keyring
-
-
-def _needs_secret(config: config_module.Config) -> bool:
-    return any(t.confirm or any(a.elicit for a in t.args) for t in config.tools)
 
 
 class _Output:
@@ -345,18 +244,9 @@ class Driver:
             self.perform(actions)
 
     def _send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
-        try:
-            data = jsonrpc.encode(message)
-        except TypeError:               # orjson.JSONEncodeError: too deep, a bad key, a huge int
-            if isinstance(message, list):
-                data = jsonrpc.encode([_encodable(item) for item in message])
-            elif (replacement := _encodable(message)) is message:
-                return                    # a notification that cannot be written is not written
-            else:
-                data = jsonrpc.encode(replacement)
-        if tracing():
-            log("mcpwrap -> " + data.decode().rstrip(), "debug")
-        self.outbox.put(data, isinstance(message, dict) and message.get("method") in NEWS)
+        data = encoded(message)
+        if data is not None:
+            self.outbox.put(data, isinstance(message, dict) and message.get("method") in NEWS)
 
     def _start_call(self, action: StartCall) -> None:
         """Run now, or wait for one of max_calls slots; past the waiting room, refuse clearly.
@@ -521,45 +411,14 @@ class Driver:
             self.files[uri] = signature
 
 
-def file_signature(path: Path) -> tuple[int, ...] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_mode)
-
-
-def _encodable(message: dict[str, Any]) -> dict[str, Any]:
-    """The message, or for an answer that cannot be encoded, an internal error for its id."""
-    try:
-        jsonrpc.encode(message)
-        return message
-    except TypeError as exc:
-        log(f"mcpwrap: cannot encode an outgoing message ({exc}); answering with an error instead", "error")
-        if "method" in message or "id" not in message:
-            return message
-        return {"jsonrpc": "2.0", "id": message["id"], "error": {
-            "code": jsonrpc.INTERNAL_ERROR, "message": f"internal error: the answer could not be encoded ({exc})"}}
-
-
-def _raise_fd_limit() -> None:
-    """Every call holds pipes: take the hard RLIMIT_NOFILE as servers commonly do, not the soft 1,024."""
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or hard > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
-    except (ValueError, OSError):
-        pass
-
-
-async def serve(config: config_module.Config, options: Options) -> int:
-    secret = SecretSource(options.secret_file)
-    if _needs_secret(config):
-        secret()                          # refuse to start on a bad secret file, before any request
-    core = Core(config, secret, time.time, signing.NonceLedger(options.state_dir).consume)
-    log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path}; containment: {runner.containment()}")
+async def serve(config: config_module.Config, options: Options, front: Front,
+                signature: tuple[int, ...] | None) -> int:
+    """Serve stdio on from where `front` stopped; `signature`: the tools file's, taken before it read anything."""
+    core = front.core
     output = _Output(1)
     outbox = Outbox()
+    if front.output:
+        outbox.put(bytes(front.output))   # first: answers the front decided before the hand-over
     serving = trio.CancelScope()
 
     async def write_out() -> None:
@@ -576,27 +435,30 @@ async def serve(config: config_module.Config, options: Options) -> int:
             async with trio.open_nursery() as nursery:
                 driver = Driver(core, options, nursery, outbox)
                 if options.watch:
-                    nursery.start_soon(driver.watch, config.path, file_signature(config.path))
+                    nursery.start_soon(driver.watch, config.path, signature)
                 if any(t.task != "never" for t in config.tools):     # tasks start in ms, not after imports
                     from mcpwrap import tasks
                     nursery.start_soon(trio.to_thread.run_sync, tasks.prewarm, options.state_dir, config.path,
                                        options.secret_file)
-                nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
-                reader = jsonrpc.LineReader()
+                nursery.start_soon(_stop_on_signal, nursery.cancel_scope, lambda: front.signalled)
+                reader = front.reader
 
-                async def deliver(lines: list[bytes | None]) -> None:
+                async def deliver(lines: Iterable[bytes | None]) -> None:
                     for line in lines:
                         await outbox.room()       # a client that does not read stdout is not served more
-                        if tracing():
-                            log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
+                        trace_in(line)
                         driver.request_bytes = len(line) if line else 0
                         driver.perform(core.receive(jsonrpc.decode_line(line)))
 
                 async def on_chunk(chunk: bytes) -> None:
                     await deliver(reader.feed(chunk))
 
-                await _read_chunks(0, on_chunk)
-                await deliver(reader.finish())
+                driver.request_bytes = front.request_bytes
+                driver.perform(front.pending)
+                await deliver(front.lines)
+                if not front.eof:
+                    await _read_chunks(0, on_chunk)
+                    await deliver(reader.finish())
                 nursery.cancel_scope.cancel()             # EOF: cancel calls, timers, the watcher
         driver.perform(core.shutdown())
         outbox.close()
@@ -606,20 +468,19 @@ async def serve(config: config_module.Config, options: Options) -> int:
     return 0
 
 
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for _ in signals:
-            scope.cancel()
-            return
+async def _stop_on_signal(scope: trio.CancelScope, caught: Callable[[], bool] = lambda: False) -> None:
+    """Cancel `scope` on SIGTERM/SIGINT/SIGHUP, or at once for one `caught` before this receiver was open."""
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        if not caught():
+            async for _ in signals:
+                break
+        scope.cancel()
 
 
 def run(config: config_module.Config, options: Options,
-        main: Callable[[config_module.Config, Options], Awaitable[int]] = serve) -> int:
-    """The process around a driver: log level, fd limit, trio, and stderr flushed at the end."""
-    global _threshold
-    _threshold = LEVELS.index(options.log_level)
-    _raise_fd_limit()
-    gc.freeze()                           # the tools live as long as the server: no collection need walk them
+        main: Callable[[config_module.Config, Options], Awaitable[int]]) -> int:
+    """The process around a driver with no front (HTTP's): log level, fd limit, trio, stderr flushed at the end."""
+    prepare(options)
     try:
         return trio.run(main, config, options)
     finally:
