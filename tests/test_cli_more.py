@@ -268,38 +268,6 @@ def test_the_default_state_dir_is_platformdirs_own(monkeypatch: pytest.MonkeyPat
         assert default_state_dir() == platformdirs.user_state_path("mcpwrap")
 
 
-# --- start-up: what the shell commands import, and the jsonschema-free check of plain arguments ---------
-IMPORTS = """
-import sys
-sys.argv = ["mcpwrap", *sys.argv[1:]]
-from mcpwrap.cli import main
-try:
-    main()
-except SystemExit:
-    pass
-print(" ".join(m for m in ("typer", "click", "pydantic", "jsonschema", "platformdirs") if m in sys.modules), file=sys.stderr)
-"""
-
-
-def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp_path: Path) -> None:
-    tools = tmp_path / "t.toml"
-    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string", maxLength = 9 }\n')
-    env = {**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state")}
-
-    def imported(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-c", IMPORTS, *args], capture_output=True, text=True,
-                              timeout=HANG_S, env=env)
-        return done.stderr.splitlines()[-1]
-
-    assert imported("check", str(tools)) == "jsonschema"                 # the first sight of these bytes
-    for words in (["check", str(tools)], ["list", str(tools)], ["call", str(tools), "echo", "-a", "text=hi"],
-                  ["tasks", "list", str(tools)], ["call", "--help"]):
-        assert imported(*words) == "", words
-    assert imported("call", str(tools), "echo", "-a", "text=far too long") == "jsonschema"   # it words the problem
-    refused = run("call", str(tools), "echo", "-a", "text=far too long", env=env)
-    assert refused.returncode == 2 and "'far too long' is too long" in refused.stderr
-
-
 scalars = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([0.5, 1.0, -2.0, 2.5]) | st.text("ab0-", max_size=4)
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3), max_leaves=6)
 type_names = st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "null"])

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from mcpwrap import tasks
-from tests.harness import HANG_S
+from tests.harness import HANG_S, mcpwrap_cmd
 
 KEY = b"k" * 32
 REPORT = """
@@ -82,3 +82,20 @@ def test_the_forker_imports_the_runner_before_it_forks(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=HANG_S, check=False)
     assert done.returncode == 0, done.stderr
     assert set(done.stdout.splitlines()) == {"True True"}     # the forker, and its collection pass's child
+
+
+def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp_path: Path) -> None:
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string", maxLength = 9 }\n')
+
+    def never_loaded(*args: str) -> set[str]:
+        return loaded(tmp_path, *args)[0] & NEVER
+
+    assert never_loaded("check", str(tools)) == {"jsonschema"}             # the first sight of these bytes
+    for words in (["check", str(tools)], ["list", str(tools)], ["call", str(tools), "echo", "-a", "text=hi"],
+                  ["tasks", "list", str(tools)], ["call", "--help"]):
+        assert never_loaded(*words) == set(), words
+    assert never_loaded("call", str(tools), "echo", "-a", "text=far too long") == {"jsonschema"}   # it words the problem
+    refused = subprocess.run(mcpwrap_cmd("call", str(tools), "echo", "-a", "text=far too long"), capture_output=True,
+                             text=True, timeout=HANG_S, env={**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state")})
+    assert refused.returncode == 2 and "'far too long' is too long" in refused.stderr
