@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { recordedTransport } from './recorded.mjs';
+import { recordedTransport, report } from './recorded.mjs';
 
 const TIMEOUT_MS = 30_000;                 // hang guards only
 const [python, toolsFile, tmpArg] = process.argv.slice(2);
@@ -73,9 +73,4 @@ async function main() {
   summary.step = 'done';
 }
 
-main().then(() => 0, err => { summary.error = `${summary.step}: ${err?.stack ?? err}`; return 1; }).then(code => {
-  summary.ok = code === 0;
-  fs.writeFileSync(path.join(tmpdir, 'wire.jsonl'), wire.map(w => JSON.stringify(w)).join('\n') + '\n');
-  fs.writeFileSync(path.join(tmpdir, 'server-stderr.log'), stderrText);
-  process.stdout.write(JSON.stringify(summary) + '\n', () => process.exit(code));
-});
+report(main, summary, tmpdir, wire, () => ({ 'server-stderr.log': stderrText }));

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { processesWith, tap } from './recorded.mjs';
+import { processesWith, report, tap } from './recorded.mjs';
 
 const TIMEOUT_MS = 30_000;                 // hang guards only: every wait below ends on an event
 const [, , tmpArg] = process.argv.slice(2);
@@ -98,11 +98,4 @@ async function main() {
   summary.step = 'done';
 }
 
-main().then(
-  () => 0,
-  err => { summary.error = `${summary.step}: ${err?.stack ?? err}`; return 1; },
-).then(code => {
-  summary.ok = code === 0;
-  fs.writeFileSync(path.join(tmpdir, 'wire.jsonl'), wire.map(w => JSON.stringify(w)).join('\n') + '\n');
-  process.stdout.write(JSON.stringify(summary) + '\n', () => process.exit(code));
-});
+report(main, summary, tmpdir, wire);

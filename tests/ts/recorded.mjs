@@ -1,6 +1,7 @@
-// The transport content.mjs and elicit.mjs use: `python -m mcpwrap serve TOOLS` over stdio, from the
-// repository root, with every message in both directions recorded in `wire` (`tap`, which http.mjs
-// puts on its Streamable HTTP transport too); and what /proc says about a tool's processes.
+// What the TypeScript clients share: the transport content.mjs and elicit.mjs use (`python -m
+// mcpwrap serve TOOLS` over stdio, from the repository root, with every message in both directions
+// recorded in `wire`: `tap`, which http.mjs puts on its Streamable HTTP transport too), what /proc
+// says about a tool's processes, and the report each client ends with.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -52,4 +53,18 @@ export function processesWith(marker, envEntry) {
     found.push({ pid: Number(entry), cmdline: cmdline.split('\0').filter(Boolean).join(' ') });
   }
   return found;
+}
+
+// Runs `main` and reports, whatever happened: the step that failed, the wire as JSON lines, any
+// `files()` (name -> text, read at the end) into `tmpdir`, then `summary` as one line on stdout.
+export function report(main, summary, tmpdir, wire, files = () => ({})) {
+  main().then(
+    () => 0,
+    err => { summary.error = `${summary.step}: ${err?.stack ?? err}`; return 1; },
+  ).then(code => {
+    summary.ok = code === 0;
+    fs.writeFileSync(path.join(tmpdir, 'wire.jsonl'), wire.map(w => JSON.stringify(w)).join('\n') + '\n');
+    for (const [name, text] of Object.entries(files())) fs.writeFileSync(path.join(tmpdir, name), text);
+    process.stdout.write(JSON.stringify(summary) + '\n', () => process.exit(code));
+  });
 }
