@@ -369,13 +369,18 @@ def _last_pid() -> int:
         return -1
 
 
-async def _poll(done: Callable[[], bool], limit_s: float) -> None:
-    """Until done() or limit_s: checks back off from 2 ms to POLL_CAP_S, so many waits stay cheap."""
+async def _poll(done: Callable[[], bool], limit_s: float) -> bool:
+    """Until done() or limit_s, whether done: checks back off from 2 ms to POLL_CAP_S, so many waits
+    stay cheap, and one done at once costs no cancel scope (the common case, once per call end)."""
+    if done():
+        return True
     delay = 0.002
     with trio.move_on_after(limit_s):
         while not done():
             await trio.sleep(delay)
             delay = min(2 * delay, POLL_CAP_S)
+        return True
+    return False
 
 
 @dataclass
@@ -479,9 +484,9 @@ class _Call:
                     os.kill(pid, signal.SIGTERM)
                     termed = True
             if termed:
-                await _poll(self._emptied, grace_s)
+                emptied = await _poll(self._emptied, grace_s)
                 _signal_group(pgid, signal.SIGKILL)      # harmless when the group is empty
-                if self.cgroup:
+                if self.cgroup and not emptied:         # an empty cgroup stays so: no member is left to fork
                     with contextlib.suppress(OSError):
                         _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
         await self.process.wait()
