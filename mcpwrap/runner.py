@@ -14,7 +14,8 @@ Containment (`containment()` says which is in force): descendants that leave
 the process group (setsid, double fork) are still found. Where a writable
 cgroup v2 tree with `cgroup.kill` exists, each call's leader is moved right
 after spawn into a cgroup of its own under one directory for this process,
-and ended with `cgroup.kill`. Every child also inherits a per-call
+and ended with `cgroup.kill`; one left empty is kept for a later call (checked
+empty again before it is reused), which saves a mkdir and an rmdir. Every child also inherits a per-call
 `MCPWRAP_CALL` tag: what the leader forked before its move is found by it
 (among the pids allocated since) and moved in too; a sweep of /proc/*/environ
 SIGKILLs what carries it when there is no cgroup, or when that chase could not
@@ -383,6 +384,34 @@ async def _poll(done: Callable[[], bool], limit_s: float) -> bool:
     return False
 
 
+SPARE_CGROUPS = 128         # emptied call cgroups kept for reuse: a mkdir and an rmdir less per call
+_SPARES: list[str] = []
+
+
+def _spare_cgroup(server: str) -> str | None:
+    """An emptied call cgroup of this server's to reuse, checked empty first.
+
+    Nothing enters an empty cgroup by itself; one that something was moved into since (only a
+    process allowed to write cgroup files can) is killed and dropped, never handed to a call.
+    """
+    while _SPARES:
+        path = _SPARES.pop()
+        if os.path.dirname(path) == server and b"populated 0" in _read(os.path.join(path, "cgroup.events")):
+            return path
+        with contextlib.suppress(OSError):
+            _write(os.path.join(path, "cgroup.kill"), "1")
+        _rmdir(path)                    # when its members are still dying, the exit handler removes it
+    return None
+
+
+def _keep_spare(path: str) -> bool:
+    """Keep a call's cgroup for the next call once it is empty; False when it is not, or enough are kept."""
+    if len(_SPARES) >= SPARE_CGROUPS or b"populated 0" not in _read(os.path.join(path, "cgroup.events")):
+        return False
+    _SPARES.append(path)
+    return True
+
+
 @dataclass
 class _Call:
     """One call's processes: the leader's group, its cgroup if any, and the environment tag."""
@@ -390,6 +419,7 @@ class _Call:
     tag: str
     cgroup: str | None = None
     sweep: bool = True              # False once nothing can have escaped the cgroup
+    spare: bool = False             # the cgroup may be kept for another call (not one with limits)
     ended: bool = False
 
     def __post_init__(self) -> None:
@@ -404,17 +434,18 @@ class _Call:
         server = _server_cgroup()
         if server is None:
             return
-        path = os.path.join(server, self.tag)
-        try:
-            os.mkdir(path)
-        except OSError:
-            return
+        path = _spare_cgroup(server)
+        if path is None:
+            try:
+                os.mkdir(path := os.path.join(server, self.tag))
+            except OSError:
+                return
         try:
             _write(os.path.join(path, "cgroup.procs"), str(self.process.pid))
         except OSError:
             os.rmdir(path)
             return
-        self.cgroup = path
+        self.cgroup, self.spare = path, True
         self.sweep = not self._adopt_early_forks(os.path.join(path, "cgroup.procs"))
 
     def _adopt_early_forks(self, procs: str) -> bool:
@@ -495,7 +526,8 @@ class _Call:
             os.close(self.pidfd)
             self.pidfd = None
         if self.cgroup:                                 # SIGKILLed members leave at once; else exit cleans up
-            await _poll(lambda: _rmdir(self.cgroup or ""), FLUSH_S)
+            path = self.cgroup
+            await _poll(lambda: (self.spare and _keep_spare(path)) or _rmdir(path), FLUSH_S)
         if self.sweep:
             await _sweep(self.tag)
         self.ended = True
