@@ -212,7 +212,8 @@ def test_cancellation_kills_group(tmp_path: Path) -> None:
             nursery.start_soon(functools.partial(runner.run, cfg.tool("t"), {}, on_stderr=lambda _: ready.set()))
             with trio.fail_after(HANG_S):
                 await ready.wait()
-            assert len(procs.with_cmdline(marker)) == 3  # the leader and both sleepers (or their forks)
+            # the leader and both sleepers (or their forks; one mid-exec has no cmdline for a moment)
+            await trio.to_thread.run_sync(until, lambda: len(procs.with_cmdline(marker)) == 3, "3 processes")
             nursery.cancel_scope.cancel()                 # the call never ends by itself: only this does
     trio.run(main)
     gone(marker)
