@@ -796,13 +796,14 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
     """Start the command in a new session with fresh pipes, contained; OSError/SubprocessError when it cannot.
 
     An unconfined command is spawned and moved into its cgroup on the spawner thread, so the loop
-    goes on while vfork waits for the child's exec: that wait is scheduling, not work, and on a
-    busy machine it held the loop 0.4-1.7 ms a spawn. The hop costs ~0.1 ms of CPU a call (GIL
-    hand-offs); pipelined throughput at load 5 went 0.21 x -> 0.48 x the thread-pool floor
-    (bench/bench.py), and is about even on a quiet machine, as is per-call latency. The move
-    follows the spawn on the same thread as closely as it did on the loop, so the window for
-    forks before it (`_adopt_early_forks`) is no wider. A confined command forks to run Python
-    in the child (which joins its cgroup before exec), or is spawned from its sandbox's thread.
+    goes on while vfork waits for the child's exec (scheduling, not work: CPython drops the GIL
+    across it, 3.11.7 here does) and while the cgroup.procs write waits on the kernel's locks;
+    on a busy machine they held the loop 0.4-1.7 ms a spawn. The hop costs ~0.1 ms of CPU a
+    call (GIL hand-offs); pipelined throughput at load 5 went 0.21 x -> 0.48 x the thread-pool
+    floor (bench/bench.py) and is about even at load 3.5, as is per-call latency. The move follows the
+    spawn on the same thread as closely as it did on the loop, so the window for forks before it
+    (`_adopt_early_forks`) is no wider. A confined command forks to run Python in the child
+    (which joins its cgroup before exec), or is spawned from its sandbox's thread.
     """
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
