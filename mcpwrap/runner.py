@@ -635,6 +635,9 @@ def _spawner() -> _Worker:
     return _Worker("mcpwrap-spawner")
 
 
+os.register_at_fork(after_in_child=_spawner.cache_clear)    # a fork has no threads: its calls start one
+
+
 class _Sandboxed:
     """One sandbox policy, prepared once per process: its Landlock ruleset, the directory its
     calls' TMPDIRs live in (granted by the ruleset), and a spawner thread restricted by it.

@@ -234,6 +234,32 @@ def test_many_concurrent_calls(tmp_path: Path) -> None:
     assert results == {n: f"{n}\n" for n in range(100)}
 
 
+def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
+    """Calls are spawned on a thread; a fork has none, so one forked after a call (the task forker's
+    children are) must start its own rather than queue its spawns for a thread that is not there."""
+    cfg = load(tmp_path, '[tools.t]\ncommand = ["echo", "ok"]\n')
+
+    def call() -> str:
+        return trio.run(runner.run, cfg.tool("t"), {}).text
+
+    assert call() == "ok\n"                             # the spawner thread runs in this process now
+    child = os.fork()
+    if child == 0:
+        os._exit(0 if call() == "ok\n" else 1)
+
+    def reaped() -> tuple[int, int] | None:
+        pid, status = os.waitpid(child, os.WNOHANG)
+        return (pid, status) if pid else None
+
+    try:
+        _, status = until(reaped, "the forked process's call")
+    except AssertionError:
+        os.kill(child, 9)                               # hung: its spawn waits for a thread it has not got
+        os.waitpid(child, 0)
+        raise
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_stderr_lines_and_progress(tmp_path: Path) -> None:
     cfg = load(tmp_path, r"""
 [tools.t]
