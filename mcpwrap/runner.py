@@ -635,7 +635,14 @@ def _spawner() -> _Worker:
     return _Worker("mcpwrap-spawner")
 
 
-os.register_at_fork(after_in_child=_spawner.cache_clear)    # a fork has no threads: its calls start one
+def _after_fork() -> None:
+    """A forked child has none of its parent's threads (its calls start a spawner of their own), and
+    the cgroups its parent kept for reuse are still the parent's to use."""
+    _spawner.cache_clear()
+    _SPARES.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class _Sandboxed:
