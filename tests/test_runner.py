@@ -247,6 +247,8 @@ def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
     child = os.fork()
     if child == 0:
         inherited = list(runner._SPARES)
+        os.environ[runner.CONTAINMENT_ENV] = "tag"      # it makes no cgroup in its parent's directory
+        runner._server_cgroup.cache_clear()
         os._exit(0 if call() == "ok\n" and not inherited else 1)
 
     def reaped() -> tuple[int, int] | None:
