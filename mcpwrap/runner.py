@@ -394,14 +394,16 @@ def _spare_cgroup(server: str) -> str | None:
     Nothing enters an empty cgroup by itself; one that something was moved into since (only a
     process allowed to write cgroup files can) is killed and dropped, never handed to a call.
     """
-    while _SPARES:
-        path = _SPARES.pop()
+    while True:
+        try:
+            path = _SPARES.pop()                        # taken by the spawner thread and the loop alike
+        except IndexError:
+            return None
         if os.path.dirname(path) == server and b"populated 0" in _read(os.path.join(path, "cgroup.events")):
             return path
         with contextlib.suppress(OSError):
             _write(os.path.join(path, "cgroup.kill"), "1")
         _rmdir(path)                    # when its members are still dying, the exit handler removes it
-    return None
 
 
 def _keep_spare(path: str) -> bool:
