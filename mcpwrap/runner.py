@@ -812,7 +812,8 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
     across it, 3.11.7 here does) and while the cgroup.procs write waits on the kernel's locks;
     on a busy machine they held the loop 0.4-1.7 ms a spawn. The hop costs ~0.1 ms of CPU a
     call (GIL hand-offs); pipelined throughput at load 5 went 0.21 x -> 0.48 x the thread-pool
-    floor (bench/bench.py) and is about even at load 3.5, as is per-call latency. The move follows the
+    floor (bench/bench.py) but is even at load 1-3.5 (0.51 x both), as is per-call latency: the
+    spawner thread is then the serial step, and a second one did not help. The move follows the
     spawn on the same thread as closely as it did on the loop, so the window for forks before it
     (`_adopt_early_forks`) is no wider. A confined command forks to run Python in the child
     (which joins its cgroup before exec), or is spawned from its sandbox's thread.
