@@ -321,11 +321,20 @@ def proc_stat(pid: int | str) -> list[bytes] | None:
 
 
 def read_file(path: str) -> bytes:
+    """The file's bytes, b"" when it cannot be read; raw reads, as a call reads several per run."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return b""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def write_file(path: str, data: str) -> None:

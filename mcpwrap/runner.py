@@ -14,7 +14,8 @@ Containment (`containment()` says which is in force): descendants that leave
 the process group (setsid, double fork) are still found. Where a writable
 cgroup v2 tree with `cgroup.kill` exists, each call's leader is moved right
 after spawn into a cgroup of its own under one directory for this process,
-and ended with `cgroup.kill`. Every child also inherits a per-call
+and ended with `cgroup.kill`; one left empty is kept for a later call (checked
+empty again before it is reused), which saves a mkdir and an rmdir. Every child also inherits a per-call
 `MCPWRAP_CALL` tag: what the leader forked before its move is found by it
 (among the pids allocated since) and moved in too; a sweep of /proc/*/environ
 SIGKILLs what carries it when there is no cgroup, or when that chase could not
@@ -426,13 +427,98 @@ def _last_pid() -> int:
         return -1
 
 
-async def _poll(done: Callable[[], bool], limit_s: float) -> None:
-    """Until done() or limit_s: checks back off from 2 ms to POLL_CAP_S, so many waits stay cheap."""
+async def _poll(done: Callable[[], bool], limit_s: float) -> bool:
+    """Until done() or limit_s, whether done: checks back off from 2 ms to POLL_CAP_S, so many waits
+    stay cheap, and one done at once costs no cancel scope (the common case, once per call end)."""
+    if done():
+        return True
     delay = 0.002
     with trio.move_on_after(limit_s):
         while not done():
             await trio.sleep(delay)
             delay = min(2 * delay, POLL_CAP_S)
+        return True
+    return False
+
+
+SPARE_CGROUPS = 128         # emptied call cgroups kept for reuse: a mkdir and an rmdir less per call
+_SPARES: list[str] = []
+
+
+def _spare_cgroup(server: str) -> str | None:
+    """An emptied call cgroup of this server's to reuse, checked empty first.
+
+    Nothing enters an empty cgroup by itself; one that something was moved into since (only a
+    process allowed to write cgroup files can) is killed and dropped, never handed to a call.
+    """
+    while True:
+        try:
+            path = _SPARES.pop()                        # taken by the spawner thread and the loop alike
+        except IndexError:
+            return None
+        if os.path.dirname(path) == server and b"populated 0" in _read(os.path.join(path, "cgroup.events")):
+            return path
+        with contextlib.suppress(OSError):
+            _write(os.path.join(path, "cgroup.kill"), "1")
+        _rmdir(path)                    # when its members are still dying, the exit handler removes it
+
+
+def _keep_spare(path: str) -> bool:
+    """Keep a call's cgroup for the next call once it is empty; False when it is not, or enough are kept."""
+    if len(_SPARES) >= SPARE_CGROUPS or b"populated 0" not in _read(os.path.join(path, "cgroup.events")):
+        return False
+    _SPARES.append(path)
+    return True
+
+
+def _contain(pid: int, tag: str) -> tuple[str | None, bool]:
+    """Move a fresh leader into a cgroup of its own: (that cgroup or None, whether the end-of-call
+    tag sweep is still needed). Only system calls: it runs on the spawner thread too."""
+    server = _server_cgroup()
+    if server is None:
+        return None, True
+    path = _spare_cgroup(server)
+    if path is None:
+        try:
+            os.mkdir(path := os.path.join(server, tag))
+        except OSError:
+            return None, True
+    procs = os.path.join(path, "cgroup.procs")
+    try:
+        _write(procs, str(pid))
+    except OSError:
+        os.rmdir(path)
+        return None, True
+    return path, not _adopt_early_forks(pid, tag, procs)
+
+
+def _adopt_early_forks(pid: int, tag: str, procs: str) -> bool:
+    """Move in what the leader forked before its own move; False when that is not certain.
+
+    Pids are handed out in order, so such forks hold pids after the leader's, up to
+    ns_last_pid; a round repeats over pids allocated meanwhile until none were.
+    """
+    needle = f"{CALL_ENV}={tag}".encode()
+    low = pid
+    for _ in range(4):
+        high = _last_pid()
+        if high == low:
+            return True
+        if not low < high <= low + 256:             # wrapped around, or too busy to chase
+            return False
+        for other in range(low + 1, high + 1):
+            environ = _read(f"/proc/{other}/environ")
+            if not environ and _mid_exec(str(other)):
+                return False                        # caught mid-exec: the end-of-call sweep must look again
+            if needle in environ.split(b"\0"):
+                try:
+                    _write(procs, str(other))
+                except ProcessLookupError:
+                    pass                            # gone; what it forked has a later pid
+                except OSError:
+                    return False
+        low = high
+    return False
 
 
 @dataclass
@@ -442,6 +528,7 @@ class _Call:
     tag: str
     cgroup: str | None = None
     sweep: bool = True              # False once nothing can have escaped the cgroup
+    spare: bool = False             # the cgroup may be kept for another call (not one with limits)
     ended: bool = False
 
     def __post_init__(self) -> None:
@@ -453,49 +540,8 @@ class _Call:
 
     def contain(self) -> None:
         """Move the fresh leader into a cgroup of its own (None where there is none to use)."""
-        server = _server_cgroup()
-        if server is None:
-            return
-        path = os.path.join(server, self.tag)
-        try:
-            os.mkdir(path)
-        except OSError:
-            return
-        try:
-            _write(os.path.join(path, "cgroup.procs"), str(self.process.pid))
-        except OSError:
-            os.rmdir(path)
-            return
-        self.cgroup = path
-        self.sweep = not self._adopt_early_forks(os.path.join(path, "cgroup.procs"))
-
-    def _adopt_early_forks(self, procs: str) -> bool:
-        """Move in what the leader forked before its own move; False when that is not certain.
-
-        Pids are handed out in order, so such forks hold pids after the leader's, up to
-        ns_last_pid; a round repeats over pids allocated meanwhile until none were.
-        """
-        needle = f"{CALL_ENV}={self.tag}".encode()
-        low = self.process.pid
-        for _ in range(4):
-            high = _last_pid()
-            if high == low:
-                return True
-            if not low < high <= low + 256:             # wrapped around, or too busy to chase
-                return False
-            for pid in range(low + 1, high + 1):
-                environ = _read(f"/proc/{pid}/environ")
-                if not environ and _mid_exec(str(pid)):
-                    return False                        # caught mid-exec: the end-of-call sweep must look again
-                if needle in environ.split(b"\0"):
-                    try:
-                        _write(procs, str(pid))
-                    except ProcessLookupError:
-                        pass                            # gone; what it forked has a later pid
-                    except OSError:
-                        return False
-            low = high
-        return False
+        self.cgroup, self.sweep = _contain(self.process.pid, self.tag)
+        self.spare = self.cgroup is not None
 
     async def exited(self) -> None:
         """Until the leader exits; unlike Process.wait it does not reap it."""
@@ -536,9 +582,9 @@ class _Call:
                     os.kill(pid, signal.SIGTERM)
                     termed = True
             if termed:
-                await _poll(self._emptied, grace_s)
+                emptied = await _poll(self._emptied, grace_s)
                 _signal_group(pgid, signal.SIGKILL)      # harmless when the group is empty
-                if self.cgroup:
+                if self.cgroup and not emptied:         # an empty cgroup stays so: no member is left to fork
                     with contextlib.suppress(OSError):
                         _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
         await self.process.wait()
@@ -547,7 +593,8 @@ class _Call:
             os.close(self.pidfd)
             self.pidfd = None
         if self.cgroup:                                 # SIGKILLed members leave at once; else exit cleans up
-            await _poll(lambda: _rmdir(self.cgroup or ""), FLUSH_S)
+            path = self.cgroup
+            await _poll(lambda: (self.spare and _keep_spare(path)) or _rmdir(path), FLUSH_S)
         if self.sweep:
             await _sweep(self.tag)
         self.ended = True
@@ -598,6 +645,65 @@ def _temp_root() -> str:
     return path
 
 
+class _Worker:
+    """A thread that runs jobs for the loop, in order; cheaper per job than trio.to_thread (no
+    limiter, no context copy: a queue put, and one wake-up back). `setup` runs first on the
+    thread; when it fails every job fails with its error, so nothing runs without it."""
+
+    def __init__(self, name: str, setup: Callable[[], None] | None = None) -> None:
+        self.jobs: queue.SimpleQueue[Callable[[BaseException | None], None] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, args=(setup,), name=name, daemon=True).start()
+
+    def _serve(self, setup: Callable[[], None] | None) -> None:
+        failure: BaseException | None = None
+        try:
+            if setup is not None:
+                setup()
+        except OSError as exc:
+            failure = exc
+        while (job := self.jobs.get()) is not None:
+            job(failure)
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        """fn() on the thread. Not cancellable once queued, so what fn did (a spawn) is never lost."""
+        task, token = trio.lowlevel.current_task(), trio.lowlevel.current_trio_token()
+        outcome: list[Any] = []
+
+        def job(failure: BaseException | None) -> None:
+            try:
+                if failure is not None:
+                    raise failure
+                outcome.append(fn())
+            except BaseException as exc:                # delivered to the awaiting task
+                outcome.append(exc)
+            token.run_sync_soon(trio.lowlevel.reschedule, task)
+
+        self.jobs.put(job)
+        await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+
+@functools.cache
+def _spawner() -> _Worker:
+    """The thread unconfined calls are spawned and moved into their cgroups on."""
+    return _Worker("mcpwrap-spawner")
+
+
+def _after_fork() -> None:
+    """A forked child has none of its parent's threads (its calls start a spawner of their own), and
+    the cgroups its parent kept for reuse are still the parent's to use."""
+    _spawner.cache_clear()
+    _SPARES.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 class _Sandboxed:
     """One sandbox policy, prepared once per process: its Landlock ruleset, the directory its
     calls' TMPDIRs live in (granted by the ruleset), and a spawner thread restricted by it.
@@ -625,17 +731,8 @@ class _Sandboxed:
         self.ruleset = landlock.prepare(_policy(sandbox, self.root))
         self.users = 0
         self.retired = False
-        self.jobs: queue.SimpleQueue[Callable[[BaseException | None], None] | None] = queue.SimpleQueue()
-        threading.Thread(target=self._serve, name="mcpwrap-sandboxed-spawner", daemon=True).start()
-
-    def _serve(self) -> None:
-        try:
-            landlock.enforce(self.ruleset.fd)
-            failure: BaseException | None = None
-        except OSError as exc:
-            failure = exc                               # every spawn fails: nothing runs unconfined
-        while (job := self.jobs.get()) is not None:
-            job(failure)
+        # every spawn fails when the thread cannot restrict itself: nothing runs unconfined
+        self.worker = _Worker("mcpwrap-sandboxed-spawner", functools.partial(landlock.enforce, self.ruleset.fd))
 
     def release(self) -> None:
         self.users -= 1
@@ -648,31 +745,13 @@ class _Sandboxed:
             self._stop()
 
     def _stop(self) -> None:
-        self.jobs.put(None)
+        self.worker.stop()
         self.ruleset.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     async def spawn(self, argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
-        """Popen on the restricted thread; shielded, so a spawn that happened is never lost."""
-        token = trio.lowlevel.current_trio_token()
-        done = trio.Event()
-        outcome: list[Any] = []
-
-        def job(failure: BaseException | None) -> None:
-            try:
-                if failure is not None:
-                    raise failure
-                outcome.append(subprocess.Popen(argv, **options))
-            except BaseException as exc:                # delivered to the awaiting task
-                outcome.append(exc)
-            token.run_sync_soon(done.set)
-
-        self.jobs.put(job)
-        with trio.CancelScope(shield=True):
-            await done.wait()
-        if isinstance(outcome[0], BaseException):
-            raise outcome[0]
-        return outcome[0]
+        """Popen on the restricted thread."""
+        return await self.worker.run(functools.partial(subprocess.Popen, argv, **options))
 
 
 class _Confinement:
@@ -770,7 +849,7 @@ class _Child:
         return self.popen.poll()
 
     async def wait(self) -> int:
-        if self.popen.returncode is None:
+        if self.popen.poll() is None:                  # not yet exited (it usually has: no pidfd then)
             pidfd = os.pidfd_open(self.pid)
             try:
                 await trio.lowlevel.wait_readable(pidfd)
@@ -782,14 +861,19 @@ class _Child:
 
 
 async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str],
-                 confinement: _Confinement | None) -> _Child:
-    """Start the command in a new session with fresh pipes; OSError/SubprocessError when it cannot.
+                 confinement: _Confinement | None, tag: str) -> _Call:
+    """Start the command in a new session with fresh pipes, contained; OSError/SubprocessError when it cannot.
 
-    An unconfined command is spawned on the loop: vfork and exec, no Python in the child, hold it
-    about 0.1 ms, less than the hop to a thread and back costs (per-call p50 1.8 x -> 1.5 x a raw
-    spawn, pipelined 0.43 x -> 0.51 x the thread-pool floor, bench/bench.py). The price: an exec
-    that blocks in the kernel (a program on a hung network mount) holds the loop as long. A
-    confined one forks to run Python in the child, or is spawned from the sandbox's thread: a thread.
+    An unconfined command is spawned and moved into its cgroup on the spawner thread, so the loop
+    goes on while vfork waits for the child's exec (scheduling, not work: CPython drops the GIL
+    across it, 3.11.7 here does) and while the cgroup.procs write waits on the kernel's locks;
+    on a busy machine they held the loop 0.4-1.7 ms a spawn. The hop costs ~0.1 ms of CPU a
+    call (GIL hand-offs); pipelined throughput at load 5 went 0.21 x -> 0.48 x the thread-pool
+    floor (bench/bench.py) but is even at load 1-3.5 (0.51 x both), as is per-call latency: the
+    spawner thread is then the serial step, and a second one did not help. The move follows the
+    spawn on the same thread as closely as it did on the loop, so the window for forks before it
+    (`_adopt_early_forks`) is no wider. A confined command forks to run Python in the child
+    (which joins its cgroup before exec), or is spawned from its sandbox's thread.
     """
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -798,15 +882,22 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
                                    cwd=cwd, env=env, start_new_session=True, close_fds=True,
                                    preexec_fn=confinement.preexec if confinement else None)
     ours = [fd for fd in (out_r, err_r, in_w) if fd is not None]
+
+    def contained() -> tuple[subprocess.Popen[bytes], str | None, bool]:
+        popen = subprocess.Popen(argv, **options)
+        return popen, *_contain(popen.pid, tag)
+
     try:
         if confinement is None:
-            popen = subprocess.Popen(argv, **options)
+            popen, cgroup, sweep = await _spawner().run(contained)
         else:
             async with _spawn_slots():
                 if confinement.sandboxed is not None and confinement.preexec is None:
                     popen = await confinement.sandboxed.spawn(argv, options)
                 else:
                     popen = await trio.to_thread.run_sync(lambda: subprocess.Popen(argv, **options))
+            # with limits the child joined its cgroup before it could fork
+            cgroup, sweep = (confinement.cgroup, False) if confinement.cgroup else _contain(popen.pid, tag)
     except BaseException:
         for fd in ours:
             os.close(fd)
@@ -815,17 +906,21 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
         for child_end in (out_w, err_w, in_r):
             if child_end is not None:
                 os.close(child_end)
-    return _Child(popen, in_w, out_r, err_r)
+    return _Call(_Child(popen, in_w, out_r, err_r), tag, cgroup, sweep,     # a cgroup with limits is not reused
+                 spare=confinement is None or confinement.cgroup is None)
 
 
-async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: trio.CancelScope) -> None:
-    """A limit that does not end the call by itself (a fork bomb held at `processes`) ends it here."""
+async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: trio.CancelScope,
+                        watching: trio.CancelScope) -> None:
+    """A limit that does not end the call by itself (a fork bomb held at `processes`) ends it here,
+    until `watching` is cancelled (the leader exited)."""
     delay = 0.002
-    while (exceeded := call_limits.exceeded()) is None:
-        await trio.sleep(delay)
-        delay = min(2 * delay, POLL_CAP_S)
-    hit.append(exceeded)
-    scope.cancel()
+    with watching:
+        while (exceeded := call_limits.exceeded()) is None:
+            await trio.sleep(delay)
+            delay = min(2 * delay, POLL_CAP_S)
+        hit.append(exceeded)
+        scope.cancel()
 
 
 class _Keeper:
@@ -872,6 +967,8 @@ class _Keeper:
 
     async def finish(self, tool: Tool) -> tuple[ResourceLink, ...]:
         """Close the sinks; a link for each stream kept whole."""
+        if not self.sinks:                              # nothing spilled: the common case
+            return ()
         links = []
         with trio.CancelScope(shield=True):
             if self.spilled("stdout") and self.stderr_head:
@@ -958,7 +1055,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             confinement = _Confinement(tool, tag)
             if confinement.tmpdir is not None:
                 env["TMPDIR"] = confinement.tmpdir
-        process = await _spawn(argv, stdin_data is not None, str(tool.cwd), env, confinement)
+        call = await _spawn(argv, stdin_data is not None, str(tool.cwd), env, confinement, tag)
     except (OSError, subprocess.SubprocessError) as exc:
         _tell_watchdog(b"-")
         if confinement is not None:
@@ -966,11 +1063,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             confinement.release()
         return error_result(f"cannot start {argv[0]!r}" + (" confined as its tools file asks" if confinement else "")
                             + f": {getattr(exc, 'strerror', None) or exc}; nothing ran")
-    call = _Call(process, tag)
-    if confinement is not None and confinement.cgroup is not None:
-        call.cgroup, call.sweep = confinement.cgroup, False    # the child joined before it could fork
-    else:
-        call.contain()
+    process = call.process
     keeper = _Keeper(spool, tool.max_output, on_warning)
     timed_out = False
     limit_hit: list[str] = []
@@ -982,11 +1075,13 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             if stdin_data is not None and process.stdin is not None:
                 nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
             with trio.move_on_after(tool.timeout_s) as deadline:
-                async with trio.open_nursery() as waiting:
-                    if confinement is not None and confinement.limits is not None:
-                        waiting.start_soon(_watch_limits, confinement.limits, limit_hit, deadline)
+                if confinement is not None and confinement.limits is not None:
+                    watching = trio.CancelScope()
+                    nursery.start_soon(_watch_limits, confinement.limits, limit_hit, deadline, watching)
                     await call.exited()
-                    waiting.cancel_scope.cancel()
+                    watching.cancel()
+                else:
+                    await call.exited()
             timed_out = deadline.cancelled_caught and not limit_hit
             # The leader is gone (or overran): nothing of the call may outlive it.
             with trio.CancelScope(shield=True):

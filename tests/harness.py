@@ -190,8 +190,13 @@ class Server:
         return found[0]
 
     def tool_groups(self) -> set[int]:
-        """The process groups of the tools running now (the server's children), once there are any."""
-        return until(lambda: {p.pgid for p in procs.mine() if p.ppid == self.proc.pid}, "a tool to start")
+        """The process groups of the tools running now (the server's children), once there are any.
+
+        A child caught between fork and exec still shows the server's cmdline, and may not have
+        its own session yet: it is not counted until it has exec'd."""
+        server = procs.Proc(self.proc.pid, 0, 0).read("cmdline")
+        return until(lambda: {p.pgid for p in procs.mine() if p.ppid == self.proc.pid and p.read("cmdline") != server},
+                     "a tool to start")
 
     def close(self, timeout: float = HANG_S) -> int:
         if self.proc.stdin and not self.proc.stdin.closed:

@@ -120,8 +120,11 @@ def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close
     until(lambda: gone(mark), "the daemon to be killed")
 
 
-def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tag sweep's documented limit, which the cgroup does not have.
+@pytest.mark.parametrize("reuse", [False, True])
+def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeypatch: pytest.MonkeyPatch,
+                                                              reuse: bool) -> None:
+    """The tag sweep's documented limit, which the cgroup does not have, in a fresh call cgroup or
+    in one an earlier call left empty (reused instead of made).
 
     The leader forks only once it is in its call's cgroup: a fork before the move (a window of
     a scheduling delay) leaves only the tag sweep as a backstop, which this daemon would escape.
@@ -130,11 +133,17 @@ def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeyp
     runner._server_cgroup.cache_clear()
     if not runner.containment().startswith("cgroup v2"):
         pytest.skip("no writable cgroup v2 tree with cgroup.kill here")
+    server = runner._server_cgroup()
+    assert server is not None
+    if reuse:
+        assert not guarded_run(tool(mark, 'command = ["true"]')).is_error
+        assert runner._SPARES                           # its cgroup was kept
     seconds = f"1025.{int(mark[:8], 16)}"            # the marker is in argv: the environment is gone
     code = DAEMON.replace("CLOSE", f"os.execve({shutil.which('sleep')!r}, ['sleep', {seconds!r}], dict())")
     code = code.replace("r, w = os.pipe()", "while 'mcpwrap-' not in open('/proc/self/cgroup').read():\n"
                                             "    time.sleep(0.001)\nr, w = os.pipe()")
     spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\n")
+    before = {entry.path for entry in os.scandir(server) if entry.is_dir()}
     try:
         result = guarded_run(spec)
         assert not result.is_error and int(result.text) > 0
@@ -142,8 +151,32 @@ def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeyp
     finally:
         for pid in procs.with_cmdline(seconds):
             os.kill(pid, signal.SIGKILL)
+    left = {entry.path for entry in os.scandir(server) if entry.is_dir()}
+    for path in left:                                   # gone, or kept empty for reuse
+        assert path in runner._SPARES and "populated 0" in Path(path, "cgroup.events").read_text()
+    if reuse:
+        assert left == before                           # the call made no cgroup: it ran in the kept one
+
+
+def test_a_kept_cgroup_is_checked_empty_before_reuse(mode: str, mark: str) -> None:
+    """A process moved into a kept call cgroup since (by anyone allowed to) is killed, never shares a call."""
+    if mode == "tag":
+        pytest.skip("cgroups only")
     server = runner._server_cgroup()
-    assert server is not None and not [e for e in os.scandir(server) if e.is_dir()]   # the call's cgroup is gone
+    assert server is not None
+    assert not guarded_run(tool(mark, 'command = ["true"]')).is_error
+    stray = subprocess.Popen(["sleep", "1041"], env={**os.environ, "MARK": mark})
+    try:
+        Path(runner._SPARES[-1], "cgroup.procs").write_text(str(stray.pid))    # the next call's to take
+        code = ("import os\nname = open('/proc/self/cgroup').read().split('0::', 1)[1].split()[0].rsplit('/', 1)[1]\n"
+                f"print(*open(os.path.join({server!r}, name, 'cgroup.procs')).read().split())")
+        result = guarded_run(tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\n"))
+        members = [int(pid) for pid in result.text.split()]
+        assert members and stray.pid not in members     # the call had a cgroup, without the stray
+        assert stray.wait(timeout=HANG_S) == -signal.SIGKILL
+    finally:
+        stray.kill()
+        stray.wait()
 
 
 @pytest.mark.parametrize("calls", [200])
@@ -357,7 +390,7 @@ def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> 
         call = runner._Call(process, tag)
         call.contain()
         assert call.cgroup is not None
-        assert f"/{tag}\n" in Path(f"/proc/{child}/cgroup").read_text()   # found and moved in
+        assert f"/{os.path.basename(call.cgroup)}\n" in Path(f"/proc/{child}/cgroup").read_text()   # found, moved in
         with trio.fail_after(HANG_S):
             await call.end(0.5)
         await process.stdout.aclose()

@@ -212,7 +212,8 @@ def test_cancellation_kills_group(tmp_path: Path) -> None:
             nursery.start_soon(functools.partial(runner.run, cfg.tool("t"), {}, on_stderr=lambda _: ready.set()))
             with trio.fail_after(HANG_S):
                 await ready.wait()
-            assert len(procs.with_cmdline(marker)) == 3  # the leader and both sleepers (or their forks)
+            # the leader and both sleepers (or their forks; one mid-exec has no cmdline for a moment)
+            await trio.to_thread.run_sync(until, lambda: len(procs.with_cmdline(marker)) == 3, "3 processes")
             nursery.cancel_scope.cancel()                 # the call never ends by itself: only this does
     trio.run(main)
     gone(marker)
@@ -231,6 +232,36 @@ def test_many_concurrent_calls(tmp_path: Path) -> None:
                 nursery.start_soon(one, n)
     trio.run(main)
     assert results == {n: f"{n}\n" for n in range(100)}
+
+
+def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
+    """Calls are spawned on a thread; a fork has none, so one forked after a call (the task forker's
+    children are) must start its own rather than queue its spawns for a thread that is not there.
+    Nor may it reuse a call cgroup its parent kept: two calls in one cgroup would kill each other's."""
+    cfg = load(tmp_path, '[tools.t]\ncommand = ["echo", "ok"]\n')
+
+    def call() -> str:
+        return trio.run(runner.run, cfg.tool("t"), {}).text
+
+    assert call() == "ok\n"                             # the spawner thread runs in this process now
+    child = os.fork()
+    if child == 0:
+        inherited = list(runner._SPARES)
+        os.environ[runner.CONTAINMENT_ENV] = "tag"      # it makes no cgroup in its parent's directory
+        runner._server_cgroup.cache_clear()
+        os._exit(0 if call() == "ok\n" and not inherited else 1)
+
+    def reaped() -> tuple[int, int] | None:
+        pid, status = os.waitpid(child, os.WNOHANG)
+        return (pid, status) if pid else None
+
+    try:
+        _, status = until(reaped, "the forked process's call")
+    except AssertionError:
+        os.kill(child, 9)                               # hung: its spawn waits for a thread it has not got
+        os.waitpid(child, 0)
+        raise
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_stderr_lines_and_progress(tmp_path: Path) -> None:
