@@ -369,24 +369,24 @@ if running:
     from mcpwrap.runner import orphaned
     orphaned(sys.argv[2], sys.argv[3])
 """
-_watched: tuple[int, str, int] | None = None   # (the pid watched, its call tags' prefix, our end of the pipe or -1)
+_watched: tuple[str, int] | None = None        # (this process's call tag prefix, our end of the pipe or -1)
 
 
 def _call_tag() -> str:
     """A fresh call tag under this process's prefix, the call counted by the watchdog (the first starts it)."""
     global _watched
-    if _watched is None or _watched[0] != os.getpid():   # a forked child (a task's supervisor) is watched anew
+    if _watched is None:                                  # a forked child (a task's supervisor) is watched anew
         prefix = secrets.token_hex(6)
-        _watched = (os.getpid(), prefix, _start_watchdog(prefix))
+        _watched = (prefix, _start_watchdog(prefix))
     _tell_watchdog(b"+")
-    return _watched[1] + secrets.token_hex(8)
+    return _watched[0] + secrets.token_hex(8)
 
 
 def _tell_watchdog(sign: bytes) -> None:
     """A call started (+) or was ended with all its processes (-): at our death it sweeps if one had not."""
-    if _watched is not None and _watched[2] >= 0:
+    if _watched is not None and _watched[1] >= 0:
         with contextlib.suppress(OSError):             # a watchdog that died has nothing to be told
-            os.write(_watched[2], sign)
+            os.write(_watched[1], sign)
 
 
 def _start_watchdog(prefix: str) -> int:
@@ -695,10 +695,16 @@ def _spawner() -> _Worker:
 
 
 def _after_fork() -> None:
-    """A forked child has none of its parent's threads (its calls start a spawner of their own), and
-    the cgroups its parent kept for reuse are still the parent's to use."""
+    """A forked child has none of its parent's threads (its calls start a spawner of their own), the
+    cgroups its parent kept for reuse are still the parent's to use, and it must not hold its parent's
+    watchdog pipe open (the watchdog would wait for the child to see the parent die; its calls get one
+    of their own)."""
+    global _watched
     _spawner.cache_clear()
     _SPARES.clear()
+    if _watched is not None and _watched[1] >= 0:
+        os.close(_watched[1])
+    _watched = None
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -237,19 +237,29 @@ def test_many_concurrent_calls(tmp_path: Path) -> None:
 def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
     """Calls are spawned on a thread; a fork has none, so one forked after a call (the task forker's
     children are) must start its own rather than queue its spawns for a thread that is not there.
-    Nor may it reuse a call cgroup its parent kept: two calls in one cgroup would kill each other's."""
+    Nor may it reuse a call cgroup its parent kept (two calls in one cgroup would kill each other's),
+    nor hold its parent's watchdog pipe open."""
     cfg = load(tmp_path, '[tools.t]\ncommand = ["echo", "ok"]\n')
 
     def call() -> str:
         return trio.run(runner.run, cfg.tool("t"), {}).text
 
     assert call() == "ok\n"                             # the spawner thread runs in this process now
+    assert runner._watched is not None and runner._watched[1] >= 0
+    parents_pipe = os.readlink(f"/proc/self/fd/{runner._watched[1]}")
+
+    def pipes() -> set[str]:
+        return {os.readlink(f"/proc/self/fd/{fd}") for fd in map(int, os.listdir("/proc/self/fd"))
+                if os.path.exists(f"/proc/self/fd/{fd}")}
+
     child = os.fork()
     if child == 0:
         inherited = list(runner._SPARES)
+        holds_parents_watchdog = parents_pipe in pipes()    # it would keep the parent's death from being seen
         os.environ[runner.CONTAINMENT_ENV] = "tag"      # it makes no cgroup in its parent's directory
         runner._server_cgroup.cache_clear()
-        os._exit(0 if call() == "ok\n" and not inherited else 1)
+        ok = call() == "ok\n" and runner._watched is not None and runner._watched[1] >= 0   # one of its own
+        os._exit(0 if ok and not inherited and not holds_parents_watchdog else 1)
 
     def reaped() -> tuple[int, int] | None:
         pid, status = os.waitpid(child, os.WNOHANG)
