@@ -23,10 +23,10 @@ be sure. `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
 A process killed outright (SIGKILL, the OOM killer) runs none of that, and its
 calls' processes would live on as orphans: so the first call of each process
-starts a watchdog, a bare interpreter reading a pipe only that process writes
-to, one byte as each call starts and another once it has ended. At EOF (the
-process is gone, however) with calls not ended, the watchdog kills its cgroups
-and every process whose call tag carries the process's prefix.
+starts a watchdog, a shell reading a pipe only that process writes to, a line
+as each call starts and another once it has ended. At EOF (the process is gone,
+however) with calls not ended, the watchdog becomes a Python that kills its
+cgroups and every process whose call tag carries the process's prefix.
 
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
@@ -360,15 +360,11 @@ def _remove_server_cgroup(path: str) -> None:
         time.sleep(0.01)
 
 
-_WATCHDOG = """import os, sys
-running = 0
-while chunk := os.read(0, 4096):
-    running += chunk.count(b"+") - chunk.count(b"-")
-if running:
-    sys.path.insert(0, sys.argv[1])
-    from mcpwrap.runner import orphaned
-    orphaned(sys.argv[2], sys.argv[3])
-"""
+# The watchdog is a shell (a megabyte, a millisecond to start) that counts the calls started (+)
+# and ended (-) on its stdin; at EOF with calls still running it becomes a Python that sweeps.
+_WATCHDOG = 'n=0; while read -r sign; do case $sign in +) n=$((n+1));; -) n=$((n-1));; esac; done; ' \
+            '[ "$n" -gt 0 ] && exec "$0" -c "$1" "$2" "$3" "$4"'
+_SWEEP = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.runner import orphaned; orphaned(*sys.argv[2:])"
 _watched: tuple[str, int] | None = None        # (this process's call tag prefix, our end of the pipe or -1)
 
 
@@ -378,7 +374,7 @@ def _call_tag() -> str:
     if _watched is None:                                  # a forked child (a task's supervisor) is watched anew
         prefix = secrets.token_hex(6)
         _watched = (prefix, _start_watchdog(prefix))
-    _tell_watchdog(b"+")
+    _tell_watchdog(b"+\n")
     return _watched[0] + secrets.token_hex(8)
 
 
@@ -395,8 +391,8 @@ def _start_watchdog(prefix: str) -> int:
     try:
         # Its own session (a terminal's ^C is ours to handle) and an empty environment (no call tag
         # an outer mcpwrap's sweep would match: it must outlive us to do its work).
-        subprocess.Popen([sys.executable, "-c", _WATCHDOG, root, prefix, _server_cgroup() or ""], stdin=theirs,
-                         stdout=subprocess.DEVNULL, env={}, start_new_session=True, close_fds=True)
+        subprocess.Popen(["/bin/sh", "-c", _WATCHDOG, sys.executable, _SWEEP, root, prefix, _server_cgroup() or ""],
+                         stdin=theirs, stdout=subprocess.DEVNULL, env={}, start_new_session=True, close_fds=True)
     except OSError as exc:
         os.close(ours)
         _stderr_warning(f"no watchdog ({exc}): if this process is killed outright, its calls' processes survive it")
@@ -1063,7 +1059,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                 env["TMPDIR"] = confinement.tmpdir
         call = await _spawn(argv, stdin_data is not None, str(tool.cwd), env, confinement, tag)
     except (OSError, subprocess.SubprocessError) as exc:
-        _tell_watchdog(b"-")
+        _tell_watchdog(b"-\n")
         if confinement is not None:
             confinement.close()
             confinement.release()
@@ -1098,7 +1094,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
         with trio.CancelScope(shield=True):
             if not call.ended:                      # cancelled before the end above
                 await call.end(min(grace, 0.5))
-            _tell_watchdog(b"-")
+            _tell_watchdog(b"-\n")
             for pipe in (process.stdin, process.stdout, process.stderr):
                 if pipe is not None:                # our ends too: a writer left over gets EPIPE
                     await pipe.aclose()

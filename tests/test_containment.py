@@ -417,3 +417,50 @@ def test_a_process_caught_mid_exec_is_looked_at_again(mark: str, monkeypatch: py
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# A process that runs calls (a server, a supervisor, `mcpwrap call`), then either stops reading its
+# stdin (SIGKILL reaches it with the call running) or exits normally after its call.
+CALLER = """
+import sys, trio
+from pathlib import Path
+from mcpwrap import config, runner
+spec = config.loads(sys.argv[1].encode(), Path("tools.toml")).tool("t")
+print(trio.run(runner.run, spec, {}).text, end="", flush=True)
+sys.stdin.read()
+"""
+
+
+def watchdogs_of(pid: int) -> list[int]:
+    return [p.pid for p in procs.live() if p.ppid == pid and p.read("cmdline").startswith(b"/bin/sh\0-c\0n=0;")]
+
+
+def test_a_process_killed_outright_takes_its_calls_with_it(mode: str, mark: str) -> None:
+    """SIGKILL runs no exit handler: the watchdog its first call started ends what the call left."""
+    body = 'shell = "setsid sleep 1031 & sleep 1032"\n'
+    caller = subprocess.Popen([sys.executable, "-c", CALLER, f'[tools.t]\nenv = {{ MARK = "{mark}" }}\n{body}'],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=Path(__file__).parent.parent)
+    try:
+        until(lambda: len(procs.with_env("MARK", mark)) >= 3, "the shell and both sleepers to run")
+        watchdog = until(lambda: watchdogs_of(caller.pid), "the caller's watchdog")
+        caller.kill()
+        assert caller.wait(HANG_S) == -signal.SIGKILL
+        until(lambda: gone(mark), "the killed caller's sleepers to be killed by its watchdog")
+        until(lambda: not any(p.pid in watchdog for p in procs.live()), "the watchdog to finish")
+    finally:
+        caller.kill()
+        caller.wait()
+
+
+def test_a_process_that_ends_its_calls_leaves_no_watchdog(mark: str) -> None:
+    caller = subprocess.Popen([sys.executable, "-c", CALLER, f'[tools.t]\nenv = {{ MARK = "{mark}" }}\nshell = "echo ran"\n'],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=Path(__file__).parent.parent)
+    try:
+        assert caller.stdout is not None and caller.stdout.read(4) == b"ran\n"
+        watchdog = until(lambda: watchdogs_of(caller.pid), "the caller's watchdog")
+        caller.communicate(timeout=HANG_S)                    # EOF on its stdin: a normal exit
+        assert caller.returncode == 0
+        until(lambda: not any(p.pid in watchdog for p in procs.live()), "the watchdog to leave with its process")
+    finally:
+        caller.kill()
+        caller.wait()
