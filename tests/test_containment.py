@@ -168,8 +168,11 @@ def test_a_kept_cgroup_is_checked_empty_before_reuse(mode: str, mark: str) -> No
     stray = subprocess.Popen(["sleep", "1041"], env={**os.environ, "MARK": mark})
     try:
         Path(runner._SPARES[-1], "cgroup.procs").write_text(str(stray.pid))    # the next call's to take
-        code = ("import os\nname = open('/proc/self/cgroup').read().split('0::', 1)[1].split()[0].rsplit('/', 1)[1]\n"
-                f"print(*open(os.path.join({server!r}, name, 'cgroup.procs')).read().split())")
+        # The move into the call's cgroup follows the spawn: the command waits until it is in one of the server's.
+        code = (f"import os, time\nbase, server = {runner._own_cgroup2()!r}, {server!r}\nwhile True:\n"
+                "    mine = os.path.join(base, open('/proc/self/cgroup').read().split('0::', 1)[1].split()[0].lstrip('/'))\n"
+                "    if os.path.dirname(mine) == server:\n        break\n    time.sleep(0.01)\n"
+                "print(*open(os.path.join(mine, 'cgroup.procs')).read().split())")
         result = guarded_run(tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\n"))
         members = [int(pid) for pid in result.text.split()]
         assert members and stray.pid not in members     # the call had a cgroup, without the stray
