@@ -48,9 +48,8 @@ from mcpwrap.protocol import binding
 from mcpwrap.protocol.core import Action, CancelCall, Core
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
-from mcpwrap import server
-from mcpwrap.server import (Driver, Options, Outbox, SecretSource, _needs_secret, _stop_on_signal, file_signature,
-                            log, tracing)
+from mcpwrap.front import FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare, tracing
+from mcpwrap.server import Driver, Outbox, _stop_on_signal
 
 ENDPOINT = "/mcp"
 SESSION_IDLE_S = 3600.0           # a legacy session nobody used for this long is ended (404 afterwards)
@@ -714,5 +713,10 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
 
 
 def run(config: config_module.Config, options: Options, http: HttpOptions) -> int:
-    """`mcpwrap serve --http`: the stdio server's process set-up around the HTTP driver."""
-    return server.run(config, options, functools.partial(serve, http=http))
+    """`mcpwrap serve --http`: log level, fd limit, trio, and stderr flushed at the end (no front: a
+    listening socket has nothing to answer before trio)."""
+    prepare(options)
+    try:
+        return trio.run(functools.partial(serve, http=http), config, options)
+    finally:
+        _stderr.flush(FLUSH_S)

@@ -35,9 +35,8 @@ import trio
 
 from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, runner, sources
-from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, _stderr, encoded,
-                           file_signature, log, prepare, trace_in, tracing)
-from mcpwrap.front import SecretSource as SecretSource, _encodable as _encodable, _needs_secret as _needs_secret  # http.py's
+from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
+                           file_signature, log, trace_in, tracing)
 from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Complete, Context, Core, GetPrompt, ReadResource,
                                    Send, StartCall, StartTimer, Stderr, TaskOp)
 from mcpwrap.protocol.tools import ProtocolError
@@ -475,13 +474,3 @@ async def _stop_on_signal(scope: trio.CancelScope, caught: Callable[[], bool] = 
             async for _ in signals:
                 break
         scope.cancel()
-
-
-def run(config: config_module.Config, options: Options,
-        main: Callable[[config_module.Config, Options], Awaitable[int]]) -> int:
-    """The process around a driver with no front (HTTP's): log level, fd limit, trio, stderr flushed at the end."""
-    prepare(options)
-    try:
-        return trio.run(main, config, options)
-    finally:
-        _stderr.flush(FLUSH_S)

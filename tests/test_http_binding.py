@@ -13,7 +13,7 @@ from mcpwrap import config as config_module
 from mcpwrap.http import HttpOptions, Hub, exposure_problem, parse_address
 from mcpwrap.jsonrpc import Request
 from mcpwrap.protocol import binding
-from mcpwrap.server import Options
+from mcpwrap.front import Options
 from tests.harness import modern_meta
 
 TOOLS = Path(__file__).parent / "fixtures" / "http.toml"

@@ -21,7 +21,7 @@ import pytest
 import trio
 
 from mcpwrap import jsonrpc
-from mcpwrap import server as server_module
+from mcpwrap import front, server as server_module
 from mcpwrap.server import Outbox
 from tests.harness import HANG_S, MODERN, Server, mcpwrap_cmd, modern_meta, until
 from tests.procs import with_env
@@ -339,11 +339,11 @@ def test_an_answer_that_cannot_be_encoded_becomes_an_error_for_its_id() -> None:
     nested: Any = {}
     for _ in range(300):
         nested = [nested]
-    answer = server_module._encodable({"jsonrpc": "2.0", "id": 7, "result": {"structuredContent": nested}})
+    answer = front._encodable({"jsonrpc": "2.0", "id": 7, "result": {"structuredContent": nested}})
     assert answer["id"] == 7 and answer["error"]["code"] == jsonrpc.INTERNAL_ERROR
     jsonrpc.encode(answer)                     # and that one can be written
     note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": nested}}
-    assert server_module._encodable(note) is note      # a notification has no id to answer: it is not sent
+    assert front._encodable(note) is note      # a notification has no id to answer: it is not sent
 
 
 def test_serve_takes_the_hard_open_files_limit(tools: Path, tmp_path: Path) -> None:
