@@ -35,6 +35,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from tests import procs
 from tests.harness import HANG_S
 from tests.httpharness import HttpServer
+from tests.test_sdk_python import wait_until
 
 TOOLS = Path(__file__).parent / "fixtures" / "http.toml"
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
@@ -42,12 +43,6 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
 
 def text_of(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
-
-
-async def until(predicate: Callable[[], Any]) -> None:
-    with anyio.fail_after(HANG_S):
-        while not predicate():
-            await anyio.sleep(0.02)
 
 
 def run(tmp_path: Path, mode: str, body: Callable[[Client], Awaitable[None]],
@@ -86,7 +81,7 @@ def test_list_call_with_progress_and_elicit(tmp_path: Path, mode: str) -> None:
         assert text_of(await client.call_tool("echo", {"msg": "over http"})) == "over http\n"
         slow = await client.call_tool("slow", {}, progress_callback=on_progress)
         assert text_of(slow) == "finished\n"
-        await until(lambda: len(seen) >= 3)
+        assert await wait_until(lambda: len(seen) >= 3)
         greet = await client.call_tool("greet", {})
         assert text_of(greet) == "hello Ada\n", greet
 
@@ -108,11 +103,11 @@ def test_cancel_kills_the_tool(tmp_path: Path, mode: str) -> None:
     async def body(client: Client) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(client.call_tool, "sleeper", {"secs": secs})
-            await until(lambda: len(procs.with_cmdline(secs)) >= 2)
+            assert await wait_until(lambda: len(procs.with_cmdline(secs)) >= 2)
             group.cancel_scope.cancel()
-        await until(lambda: not procs.with_cmdline(secs))
+        assert await wait_until(lambda: not procs.with_cmdline(secs))
         if mode == "legacy":               # the server ends the POST of a call cancelled by notification
-            await until(lambda: ended)     # (2026-07-28: the client closed it, which was the cancellation)
+            assert await wait_until(lambda: ended)     # (2026-07-28: the client closed it, which was the cancellation)
             assert ended == [200]
         assert text_of(await client.call_tool("echo", {"msg": "still here"})) == "still here\n"
 
