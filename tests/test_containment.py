@@ -467,3 +467,27 @@ def test_a_process_that_ends_its_calls_leaves_no_watchdog(mark: str) -> None:
     finally:
         caller.kill()
         caller.wait()
+
+
+def test_a_stopped_watchdog_never_blocks_its_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watchdog's pipe is written from the event loop: a watchdog that stops reading (SIGSTOP)
+    must cost signs, never a blocked write once the pipe is full."""
+    monkeypatch.setenv(runner.CONTAINMENT_ENV, "tag")   # its sweep, if any, touches no cgroup of this process
+    runner._server_cgroup.cache_clear()
+    prefix = uuid.uuid4().hex[:12]
+    fd = runner._start_watchdog(prefix)
+    monkeypatch.setattr(runner, "_watched", (prefix, fd))
+    [watchdog] = until(lambda: [p for p in watchdogs_of(os.getpid()) if prefix.encode() in
+                                procs.Proc(p, 0, 0).read("cmdline")], "the watchdog")
+    try:
+        os.kill(watchdog, signal.SIGSTOP)
+        until(lambda: (runner.proc_stat(watchdog) or [b""])[0] == b"T", "the watchdog to stop")
+        writer = threading.Thread(target=lambda: [runner._tell_watchdog(b"+\n") for _ in range(50_000)], daemon=True)
+        writer.start()                                  # 100 KB: more than a pipe holds
+        writer.join(HANG_S)
+        assert not writer.is_alive(), "a full watchdog pipe blocked the writer"
+    finally:
+        os.kill(watchdog, signal.SIGCONT)
+        os.close(fd)
+        runner._server_cgroup.cache_clear()
+    until(lambda: not any(p.pid == watchdog for p in procs.live()), "the watchdog to leave")
