@@ -435,7 +435,7 @@ sys.stdin.read()
 
 
 def watchdogs_of(pid: int) -> list[int]:
-    return [p.pid for p in procs.live() if p.ppid == pid and p.read("cmdline").startswith(b"/bin/sh\0-c\0n=0;")]
+    return [p.pid for p in procs.live() if p.ppid == pid and p.read("cmdline").startswith(b"/bin/sh\0-c\0" + runner._WATCHDOG.encode())]
 
 
 def test_a_process_killed_outright_takes_its_calls_with_it(mode: str, mark: str) -> None:
@@ -455,39 +455,46 @@ def test_a_process_killed_outright_takes_its_calls_with_it(mode: str, mark: str)
         caller.wait()
 
 
-def test_a_process_that_ends_its_calls_leaves_no_watchdog(mark: str) -> None:
+def test_a_process_that_ends_its_calls_tells_its_watchdog_so(mark: str) -> None:
+    """A normal exit writes `ended`, so the watchdog leaves without a sweep. The watchdog is stopped
+    while the caller exits and its pipe is read through /proc: without the line it would sweep,
+    and leave all the same."""
     caller = subprocess.Popen([sys.executable, "-c", CALLER, f'[tools.t]\nenv = {{ MARK = "{mark}" }}\nshell = "echo ran"\n'],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=Path(__file__).parent.parent)
     try:
         assert caller.stdout is not None and caller.stdout.read(4) == b"ran\n"
-        watchdog = until(lambda: watchdogs_of(caller.pid), "the caller's watchdog")
-        caller.communicate(timeout=HANG_S)                    # EOF on its stdin: a normal exit
-        assert caller.returncode == 0
-        until(lambda: not any(p.pid in watchdog for p in procs.live()), "the watchdog to leave with its process")
+        [watchdog] = until(lambda: watchdogs_of(caller.pid), "the caller's watchdog")
+        os.kill(watchdog, signal.SIGSTOP)
+        try:
+            until(lambda: (runner.proc_stat(watchdog) or [b""])[0] == b"T", "the watchdog to stop")
+            pipe = os.open(f"/proc/{watchdog}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
+            caller.communicate(timeout=HANG_S)                # EOF on its stdin: a normal exit
+            assert caller.returncode == 0
+            try:
+                said = os.read(pipe, 4096)
+            finally:
+                os.close(pipe)
+            assert said == b"ended\n"
+        finally:
+            os.kill(watchdog, signal.SIGCONT)
+        until(lambda: watchdog not in [p.pid for p in procs.live()], "the watchdog to leave with its process")
     finally:
         caller.kill()
         caller.wait()
 
 
-def test_a_stopped_watchdog_never_blocks_its_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The watchdog's pipe is written from the event loop: a watchdog that stops reading (SIGSTOP)
-    must cost signs, never a blocked write once the pipe is full."""
-    monkeypatch.setenv(runner.CONTAINMENT_ENV, "tag")   # its sweep, if any, touches no cgroup of this process
-    runner._server_cgroup.cache_clear()
-    prefix = uuid.uuid4().hex[:12]
-    fd = runner._start_watchdog(prefix)
-    monkeypatch.setattr(runner, "_watched", (prefix, fd))
-    [watchdog] = until(lambda: [p for p in watchdogs_of(os.getpid()) if prefix.encode() in
-                                procs.Proc(p, 0, 0).read("cmdline")], "the watchdog")
+def test_only_an_exit_with_every_call_ended_says_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call still counted running at exit (its end never came) leaves the watchdog its sweep."""
+    theirs, ours = os.pipe2(os.O_NONBLOCK)
+    monkeypatch.setattr(runner, "_watched", ("0" * 12, ours))
     try:
-        os.kill(watchdog, signal.SIGSTOP)
-        until(lambda: (runner.proc_stat(watchdog) or [b""])[0] == b"T", "the watchdog to stop")
-        writer = threading.Thread(target=lambda: [runner._tell_watchdog(b"+\n") for _ in range(50_000)], daemon=True)
-        writer.start()                                  # 100 KB: more than a pipe holds
-        writer.join(HANG_S)
-        assert not writer.is_alive(), "a full watchdog pipe blocked the writer"
+        for running, said in ((1, b""), (0, b"ended\n")):
+            monkeypatch.setattr(runner, "_running", running)
+            runner._exiting()
+            try:
+                assert os.read(theirs, 64) == said
+            except BlockingIOError:
+                assert said == b""
     finally:
-        os.kill(watchdog, signal.SIGCONT)
-        os.close(fd)
-        runner._server_cgroup.cache_clear()
-    until(lambda: not any(p.pid == watchdog for p in procs.live()), "the watchdog to leave")
+        os.close(theirs)
+        os.close(ours)
