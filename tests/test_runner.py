@@ -6,6 +6,7 @@ import functools
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,48 @@ timeout = "60s"
 """, "flood")
     assert "survived" in stdout
     assert peak_mib < 150, peak_mib
+
+
+def test_a_worker_runs_a_burst_in_a_row_and_each_caller_gets_its_own_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs queued while the worker is busy run in a row and are woken together (one wake-up
+    of the loop, not one each), and each awaiting task still gets its own value or error."""
+    wake_ups: list[int] = []
+    reschedule_all = runner._reschedule_all
+    monkeypatch.setattr(runner, "_reschedule_all", lambda tasks: (wake_ups.append(len(tasks)), reschedule_all(tasks)))
+    worker = runner._Worker("mcpwrap-test-worker")
+    entered, gate = threading.Event(), threading.Event()
+
+    def job(i: int) -> int:
+        if i == 0:
+            entered.set()
+            gate.wait(HANG_S)
+        if i % 3 == 2:
+            raise ValueError(i)
+        return i * i
+
+    async def main() -> dict[int, Any]:
+        got: dict[int, Any] = {}
+
+        async def one(i: int) -> None:
+            try:
+                got[i] = await worker.run(functools.partial(job, i))
+            except ValueError as exc:
+                got[i] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one, 0)
+            await trio.to_thread.run_sync(entered.wait, HANG_S)   # the worker holds job 0 at the gate
+            for i in range(1, 10):
+                nursery.start_soon(one, i)
+            while worker.jobs.qsize() < 9:
+                await trio.sleep(0.001)
+            gate.set()
+        return got
+
+    try:
+        got = trio.run(main)
+    finally:
+        worker.stop()
+    assert {i: (v if isinstance(v, int) else ("error", v.args[0])) for i, v in got.items()} == {
+        i: ("error", i) if i % 3 == 2 else i * i for i in range(10)}
+    assert wake_ups == [1, 9]
