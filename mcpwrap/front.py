@@ -330,7 +330,7 @@ def run(config: config_module.Config, options: Options) -> int:
     try:
         front = Front(new_core(config, options))
         signature = file_signature(config.path) if options.watch else None   # before any request: no change missed
-        if not _front(front, config):
+        if not _front(front, config, options):
             return 0
         import trio                       # loaded by now, with the driver
 
@@ -341,11 +341,11 @@ def run(config: config_module.Config, options: Options) -> int:
         _stderr.flush(FLUSH_S)
 
 
-def _front(front: Front, config: config_module.Config) -> bool:
+def _front(front: Front, config: config_module.Config, options: Options) -> bool:
     """Serve with the front while `server` imports in a thread; True once it has, to hand over."""
     wake, loaded = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     failure: list[BaseException] = []
-    importer = threading.Thread(target=_import_server, args=(config, loaded, failure), name="mcpwrap-import",
+    importer = threading.Thread(target=_import_server, args=(config, options, loaded, failure), name="mcpwrap-import",
                                 daemon=True)
     previous = signal.set_wakeup_fd(loaded)
     for signum in STOP_SIGNALS:
@@ -371,12 +371,23 @@ def _front(front: Front, config: config_module.Config) -> bool:
             os.close(loaded)
 
 
-def _import_server(config: config_module.Config, loaded: int, failure: list[BaseException]) -> None:
-    """In a thread: import trio, the runner and the driver; say which containment is in force."""
+def _import_server(config: config_module.Config, options: Options, loaded: int, failure: list[BaseException]) -> None:
+    """In a thread: start the task forker, then import trio, the runner and the driver; say which
+    containment is in force."""
     try:
+        start_task_forker(config, options)
         from mcpwrap import runner, server  # noqa: F401  (server: imported for the hand-over)
         log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path}; containment: {runner.containment()}")
     except BaseException as exc:  # re-raised by the front at the hand-over
         failure.append(exc)
     finally:
         os.write(loaded, LOADED)
+
+
+def start_task_forker(config: config_module.Config, options: Options) -> None:
+    """Start the forker a task tool's supervisors are forked from. Started before the server's own
+    imports, it has made its by the first call: the first task's command starts within ms of its
+    creating response (it waited ~100 ms for the forker's imports when trio started it)."""
+    if any(tool.task != "never" for tool in config.tools):
+        from mcpwrap import tasks
+        tasks.prewarm(options.state_dir, config.path, options.secret_file)

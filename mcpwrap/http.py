@@ -48,7 +48,8 @@ from mcpwrap.protocol import binding
 from mcpwrap.protocol.core import Action, CancelCall, Core
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
-from mcpwrap.front import FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare, tracing
+from mcpwrap.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
+                           start_task_forker, tracing)
 from mcpwrap.server import Driver, Outbox, _stop_on_signal
 
 ENDPOINT = "/mcp"
@@ -717,6 +718,7 @@ def run(config: config_module.Config, options: Options, http: HttpOptions) -> in
     listening socket has nothing to answer before trio)."""
     prepare(options)
     try:
+        start_task_forker(config, options)
         return trio.run(functools.partial(serve, http=http), config, options)
     finally:
         _stderr.flush(FLUSH_S)

@@ -435,10 +435,6 @@ async def serve(config: config_module.Config, options: Options, front: Front,
                 driver = Driver(core, options, nursery, outbox)
                 if options.watch:
                     nursery.start_soon(driver.watch, config.path, signature)
-                if any(t.task != "never" for t in config.tools):     # tasks start in ms, not after imports
-                    from mcpwrap import tasks
-                    nursery.start_soon(trio.to_thread.run_sync, tasks.prewarm, options.state_dir, config.path,
-                                       options.secret_file)
                 nursery.start_soon(_stop_on_signal, nursery.cancel_scope, lambda: front.signalled)
                 reader = front.reader
 

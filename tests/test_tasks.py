@@ -704,8 +704,8 @@ def _forker_of(server: Server) -> procs.Proc:
 
 def test_supervisors_are_forked_from_the_servers_forker_which_ends_with_it(env: Env) -> None:
     server = env.server()
-    forker = _forker_of(server)           # started with the server (a task created sooner goes the slow way)
-    task_id = legacy_create(server, "gated", env.gated)
+    task_id = legacy_create(server, "gated", env.gated)   # at once: the forker starts before trio's import
+    forker = _forker_of(server)
     pid = int(until(lambda: (r := env.store.read(task_id)) and r.supervisor_pid, what="the supervisor's claim"))
     assert _parent(pid) == forker.pid     # a fork: no interpreter start between the record and the command
     assert procs.Proc(pid, 0, 0).read("cmdline") == forker.read("cmdline")
