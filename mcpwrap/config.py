@@ -57,6 +57,7 @@ ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 
 @dataclass(frozen=True)
 class Problem:
+    """A problem in a tools file, where a human should look for it."""
     path: Path
     line: int
     col: int
@@ -82,6 +83,7 @@ class PathRule:
 
 @dataclass(frozen=True)
 class Arg:
+    """One `args.NAME` table: a JSON Schema fragment and what mcpwrap does with it."""
     name: str
     schema: Mapping[str, Any]          # the JSON Schema fragment, mcpwrap keys removed
     required: bool
@@ -116,6 +118,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Tool:
+    """One `[tools.NAME]` table, every default applied: what the runner needs to run it."""
     name: str
     description: str
     args: tuple[Arg, ...]
@@ -169,6 +172,7 @@ class Tool:
 
 @dataclass(frozen=True)
 class Config:
+    """A whole tools file, checked: what a server serves until the next reload."""
     path: Path
     name: str
     version: str
@@ -899,6 +903,7 @@ class Resource:
 
 @dataclass(frozen=True)
 class PromptArg:
+    """A prompt argument (prompt arguments are strings)."""
     name: str
     required: bool
     title: str | None = None
@@ -919,6 +924,7 @@ class PromptMessage:
 
 @dataclass(frozen=True)
 class Prompt:
+    """A `[prompts.NAME]` table: its arguments and messages."""
     name: str
     args: tuple[PromptArg, ...]
     messages: tuple[PromptMessage, ...]

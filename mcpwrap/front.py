@@ -33,11 +33,14 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpwrap import config as config_module
-from mcpwrap import jsonrpc, signing
-from mcpwrap.protocol.core import Action, Core, Send, Stderr
+from mcpwrap import jsonrpc
+from mcpwrap.protocol.core import Action, ConsumeOnce, Core, Send, Stderr
+
+if TYPE_CHECKING:
+    from mcpwrap import signing
 
 READ_CHUNK = 65536
 OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop
@@ -117,6 +120,7 @@ def tracing() -> bool:
 
 @dataclass
 class Options:
+    """The `serve` options the driver needs beyond the tools file."""
     secret_file: Path
     state_dir: Path
     watch: bool = True
@@ -135,6 +139,8 @@ class SecretSource:
 
     def __call__(self) -> signing.Keyring:
         if self.keyring is None:
+            from mcpwrap import signing
+
             self.keyring = signing.ensure_secret(self.path, time.time())
         return self.keyring
 
@@ -148,7 +154,21 @@ def new_core(config: config_module.Config, options: Options) -> Core:
     secret = SecretSource(options.secret_file)
     if _needs_secret(config):
         secret()
-    return Core(config, secret, time.time, signing.NonceLedger(options.state_dir).consume)
+    return Core(config, secret, time.time, _consume_once(options.state_dir))
+
+
+def _consume_once(state_dir: Path) -> ConsumeOnce:
+    """The nonce ledger's `consume`, the ledger made at the first use: `signing` is not needed for
+    the first answers, only for a modern retry's requestState."""
+    ledger: list[signing.NonceLedger] = []
+
+    def consume(nonce: str, expires_at: float, now: float) -> bool:
+        if not ledger:
+            from mcpwrap import signing
+
+            ledger.append(signing.NonceLedger(state_dir))
+        return ledger[0].consume(nonce, expires_at, now)
+    return consume
 
 
 def encoded(message: dict[str, Any] | list[dict[str, Any]]) -> bytes | None:
