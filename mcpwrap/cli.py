@@ -1413,7 +1413,8 @@ def inline_tools(specs: list[str]) -> str:
 def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
                   tools: list[str] | None = None, toolset: Any = None, remote: Any = None) -> int:
-    from mcpwrap import front
+    gc.disable()        # until `front.prepare` freezes them: the imports, the tools file and the core live as long
+    from mcpwrap import front   # as the server, and no collection pass over them need delay its first answer
     from mcpwrap.config import Toolset
 
     level = option_value(log_level, "--log-level", lambda: "info")

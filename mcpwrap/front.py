@@ -212,6 +212,7 @@ def prepare(options: Options) -> None:
     _threshold = LEVELS.index(options.log_level)
     _raise_fd_limit()
     gc.freeze()                           # the tools live as long as the server: no collection need walk them
+    gc.enable()                           # `serve_command` left it off until now
 
 
 def _raise_fd_limit() -> None:
@@ -299,6 +300,13 @@ class Front:
                 return True
             self._poll(wake, None, reading=not self.eof and not self.pending and len(self.output) < OUTBOX_BYTES)
 
+    def answer_waiting(self, wake: int) -> None:
+        """Answer the requests already on stdin before trio's import starts to share the GIL with us
+        (a client writes `initialize` as it starts the server: it is there by now)."""
+        self._poll(wake, 0, reading=True)
+        self.decide()
+        self._poll(wake, 0, reading=False)
+
     def finish(self, wake: int) -> None:
         """The session ended before the hand-over: end it as `server.serve` does, without trio."""
         self.pending = []                 # as a cancellation would: what was decided never starts
@@ -372,9 +380,10 @@ def _front(front: Front, config: config_module.Config) -> bool:
         signal.signal(signum, front.caught)       # kept until trio's receiver takes over: see server.serve
     interval = sys.getswitchinterval()
     sys.setswitchinterval(FRONT_SWITCH_S)
-    importer.start()
     try:
         with front:
+            front.answer_waiting(wake)
+            importer.start()
             if front.serve(wake):
                 importer.join()           # it has written `loaded`: it is ending
                 if failure:
