@@ -18,7 +18,7 @@ import re
 import stat
 import tomllib
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -38,6 +38,7 @@ ANNOTATION_KEYS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool,
                    "idempotentHint": bool, "openWorldHint": bool}
 # Keys of an args.NAME table that belong to mcpwrap, not to JSON Schema.
 ARG_OWN_KEYS = {"flag", "elicit", "optional", "within", "must_exist", "kind"}
+PATH_RULE_KEYS = {"within", "must_exist", "kind"}   # any of them makes the argument a path (see _path_rule)
 # The JSON Schema 2020-12 keywords an args.NAME table may use at its top level (nested
 # schemas are JSON Schema proper, left to the meta-schema). JSON Schema ignores unknown
 # keywords, so without this list a typo ('optinal', 'defualt') would silently do nothing.
@@ -541,7 +542,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         r.problem(key + ("stdin",), f"stdin names '{stdin_arg}', which is not an argument of '{name}'")
     confirm = r.typed(t, key, "confirm", str)
     if confirm is not None:
-        _check_placeholders(r, key + ("confirm",), confirm, args)
+        _check_placeholders(r, key + ("confirm",), confirm, {a.name for a in args})
     task = r.typed(t, key, "task", str, "never")
     if task not in TASK_MODES:
         r.problem(key + ("task",), f"task '{task}' must be one of: {', '.join(TASK_MODES)}")
@@ -637,7 +638,7 @@ def _sandbox_table(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...]) -
 def _sandbox(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: Mapping[str, Any] | None,
              cwd: Path, args: list[Arg]) -> Sandbox | None:
     """The tool's effective sandbox: its own keys over the server's; `sandbox = false` opts out."""
-    if t.get("sandbox") is False:
+    if t.get("sandbox") is False or "sandbox" not in t and inherited is None:
         return None
     own = _sandbox_table(r, t, key)
     if own is None and inherited is None:
@@ -674,7 +675,7 @@ def _limits_table(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...]) ->
 
 
 def _limits(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: Mapping[str, Any]) -> Limits | None:
-    if t.get("limits") is False:
+    if t.get("limits") is False or "limits" not in t and not inherited:
         return None
     merged = {**inherited, **(_limits_table(r, t, key) or {})}
     if not set(merged) - {"required"}:
@@ -727,7 +728,7 @@ def _path_rule(r: _Reader, fragment: Mapping[str, Any], key: tuple[str, ...], sc
                cwd: Path) -> PathRule | None:
     """`format = "path"` (or any of within/must_exist/kind) makes a string argument a confined path."""
     items: Mapping[str, Any] = schema["items"] if isinstance(schema.get("items"), dict) else {}
-    if schema.get("format") != "path" and items.get("format") != "path" and not {"within", "must_exist", "kind"} & set(fragment):
+    if schema.get("format") != "path" and items.get("format") != "path" and PATH_RULE_KEYS.isdisjoint(fragment):
         return None
     if not (schema.get("type") == "string" or schema.get("type") == "array" and items.get("type") == "string"):
         r.problem(key, "a path argument (format = \"path\", within, must_exist, kind) must be a string "
@@ -760,7 +761,8 @@ def verdict_key(schema: Mapping[str, Any]) -> str:
     the same values (repr tells 1, 1.0 and True apart), except the text of a top-level string
     `description` or `title`, which the meta-schema only requires to be a string and which no
     default is validated against."""
-    return repr([(k, "" if k in ("description", "title") and isinstance(v, str) else v) for k, v in schema.items()])
+    texts = {k: "" for k in ("description", "title") if isinstance(schema.get(k), str)}
+    return repr({**schema, **texts} if texts else schema)   # a key keeps its place when its value is replaced
 
 
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
@@ -794,9 +796,9 @@ def placeholders(template: str) -> Iterator[str]:
     return (m[1] for m in PLACEHOLDER.finditer(template))
 
 
-def _check_placeholders(r: _Reader, key: tuple[str, ...], template: str, args: list[Arg]) -> None:
-    names = {a.name for a in args}
-    for name in placeholders(template):
+def _check_placeholders(r: _Reader, key: tuple[str, ...], template: str | list[str], names: Collection[str]) -> None:
+    """Each placeholder of the template (or these, already found) names an argument."""
+    for name in placeholders(template) if isinstance(template, str) else template:
         if name not in names:
             r.problem(key, f"placeholder '{{{name}}}' names no argument"
                       + (f" (arguments: {', '.join(sorted(names))})" if names else " (the tool has no arguments)"))
@@ -819,20 +821,19 @@ def _check_command(r: _Reader, key: tuple[str, ...], command: list[Any],
         if isinstance(element, str):
             if i == 0 and PLACEHOLDER.search(element):
                 r.problem(ckey, "command[0] (the program) cannot be a placeholder")
-            parts.append(_check_element(r, ckey, f"command[{i}]", element, by_name, args))
+            parts.append(_check_element(r, ckey, f"command[{i}]", element, by_name))
         elif isinstance(element, list) and i > 0:
-            parts.append(_check_group(r, ckey, i, element, by_name, args))
+            parts.append(_check_group(r, ckey, i, element, by_name))
         else:
             r.problem(ckey, f"command[{i}] must be a string" + (" or an array of strings (a group)" if i else ""))
     return tuple(parts) if len(r.problems) == before else None
 
 
-def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by_name: dict[str, Arg],
-                 args: list[Arg]) -> tuple[str, ...]:
+def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by_name: dict[str, Arg]) -> tuple[str, ...]:
     for j, element in enumerate(group):
         if not isinstance(element, str):
             r.problem(ckey, f"command[{i}][{j}] must be a string" + ("; groups do not nest" if isinstance(element, list) else ""))
-    elements = tuple(_check_element(r, ckey, f"command[{i}][{j}]", e, by_name, args)
+    elements = tuple(_check_element(r, ckey, f"command[{i}][{j}]", e, by_name)
                      for j, e in enumerate(group) if isinstance(e, str))
     named = {by_name[n].name: by_name[n] for e in elements for n in placeholders(e) if n in by_name}
     if not any(PLACEHOLDER.search(e) for e in elements):
@@ -847,12 +848,15 @@ def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by
     return elements
 
 
-def _check_element(r: _Reader, ckey: tuple[str, ...], where: str, element: str, by_name: dict[str, Arg],
-                   args: list[Arg]) -> str:
+def _check_element(r: _Reader, ckey: tuple[str, ...], where: str, element: str, by_name: dict[str, Arg]) -> str:
     if "{" not in element:               # most elements: nothing to check
         return element
-    _check_placeholders(r, ckey, element, args)
-    found = [by_name[n] for n in placeholders(element) if n in by_name]
+    whole = PLACEHOLDER.fullmatch(element)
+    if whole and (arg := by_name.get(whole[1])) is not None and arg.schema.get("type") != "object":
+        return element                    # the next most: one known argument fills the element, as below allows
+    named = list(placeholders(element))
+    _check_placeholders(r, ckey, named, by_name)
+    found = [by_name[n] for n in named if n in by_name]
     arrays = [a for a in found if a.schema.get("type") == "array"]
     if len(arrays) > 1:
         r.problem(ckey, f"{where} holds two array placeholders; one element can repeat for one array only")
@@ -1109,7 +1113,7 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
             text, resource = r.typed(m, mkey, "text", str), r.typed(m, mkey, "resource", str)
             for template in (text, resource):
                 if template is not None:
-                    _check_placeholders(r, mkey, template, as_tool_args)
+                    _check_placeholders(r, mkey, template, {a.name for a in as_tool_args})
             if resource is not None and not PLACEHOLDER.search(resource) and resource not in resource_uris:
                 r.problem(mkey, f"messages[{i}].resource '{resource}' is not the uri of a [resources] table")
             tool = None

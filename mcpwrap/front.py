@@ -146,7 +146,7 @@ class SecretSource:
 
 
 def _needs_secret(config: config_module.Config) -> bool:
-    return any(t.confirm or any(a.elicit for a in t.args) for t in config.tools)
+    return any(t.confirm for t in config.tools) or any(a.elicit for t in config.tools for a in t.args)
 
 
 def new_core(config: config_module.Config, options: Options) -> Core:

@@ -286,3 +286,29 @@ def test_toolsets_select_by_name_and_read_only_hint(tmp_path: Path) -> None:
     assert names(config.Toolset(only=frozenset({"b", "c"}))) == ["b", "c"]
     assert names(config.Toolset(exclude=frozenset({"a"}), read_only=False)) == ["b", "c"]
     assert config.Toolset(only=frozenset({"b", "zz"})).unknown(loaded) == ["zz"]
+
+
+ELEMENT_ARGS = ('args.o = { type = "object" }\nargs.b = { type = "boolean", flag = "--b" }\n'
+                'args.l = { type = "array", items = { type = "string" } }\n'
+                'args.m = { type = "array", items = { type = "string" } }\nargs.s = { type = "string" }\n')
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ('["x", "{o}"]', "object argument 'o' cannot be a placeholder"),
+    ('["x", "-{o}"]', "object argument 'o' cannot be a placeholder"),
+    ('["x", "{nope}"]', "placeholder '{nope}' names no argument"),
+    ('["x", "{s}{nope}"]', "placeholder '{nope}' names no argument"),
+    ('["x", "--f={b}"]', "flag argument '{b}' must be a whole command element"),
+    ('["x", "{l}{m}"]', "command[1] holds two array placeholders"),
+    ('["x", "{b}", "{l}", "{s}", "-{s}-", ["-o", "{s}"]]', None),
+])
+def test_command_elements_are_checked_whole_or_in_part(tmp_path: Path, command: str, words: str | None) -> None:
+    """An element that is one placeholder takes a shorter way through the checks than one with
+    text around it: both must refuse the same things."""
+    (tmp_path / "t.toml").write_text(f'[tools.t]\ncommand = {command}\n{ELEMENT_ARGS}')
+    if words is None:
+        assert config.load(tmp_path / "t.toml").tools[0].command is not None
+        return
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(tmp_path / "t.toml")
+    assert [p.message for p in caught.value.problems if words in p.message], str(caught.value)
