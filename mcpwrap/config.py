@@ -22,7 +22,10 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcpwrap.config_extra import Limits, PathRule, Problem, Prompt, PromptArg, Resource, Sandbox
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -56,30 +59,22 @@ ARG_SCHEMA_KEYS = {
 ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 
 
-@dataclass(frozen=True)
-class Problem:
-    """A problem in a tools file, where a human should look for it."""
-    path: Path
-    line: int
-    col: int
-    message: str
+EXTRA = {"Problem", "PathRule", "Sandbox", "Limits", "Resource", "PromptArg", "PromptMessage", "Prompt"}
 
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+
+def __getattr__(name: str) -> Any:
+    """`config.Sandbox` and the other classes of `config_extra`, made when first named."""
+    if name in EXTRA:
+        from mcpwrap import config_extra
+
+        return getattr(config_extra, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ConfigError(Exception):
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__("\n".join(map(str, problems)))
         self.problems = problems
-
-
-@dataclass(frozen=True)
-class PathRule:
-    """A path argument: resolved (symlinks, '..') against the tool's cwd before anything runs."""
-    within: tuple[str, ...] = ()       # absolute roots it must stay under (none: anywhere)
-    must_exist: bool = False
-    kind: str | None = None            # "file" | "dir"
 
 
 @dataclass(frozen=True)
@@ -95,26 +90,6 @@ class Arg:
     @property
     def env_name(self) -> str:
         return "MCP_ARG_" + self.name.upper()
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    """What a tool's processes may touch (Landlock); paths absolute, the system baseline included."""
-    read: tuple[str, ...]
-    write: tuple[str, ...]
-    network: bool
-    required: bool                     # False: run even where the kernel cannot enforce all of it
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for one call's processes; None is unlimited."""
-    memory: int | None = None          # bytes
-    cpu_s: float | None = None
-    processes: int | None = None
-    open_files: int | None = None
-    file_size: int | None = None       # bytes
-    required: bool = True
 
 
 @dataclass(frozen=True)
@@ -334,6 +309,8 @@ class _Reader:
         return _Locator(self.text)
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
+        from mcpwrap.config_extra import Problem
+
         line, col = self.locator.find(key)
         self.problems.append(Problem(self.path, line, col, message))
 
@@ -396,6 +373,8 @@ def _closest(name: str, allowed: set[str]) -> str | None:
 
 
 def _toml_syntax_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> Problem:
+    from mcpwrap.config_extra import Problem
+
     match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
     message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
     if match:
@@ -415,6 +394,8 @@ def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None) ->
     try:
         raw = read_regular_file(path)
     except OSError as exc:
+        from mcpwrap.config_extra import Problem
+
         raise ConfigError([Problem(path, 1, 1, f"cannot read tools file: {exc.strerror}")]) from None
     return loads(raw, path, schemas_known_good)
 
@@ -452,6 +433,8 @@ def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | N
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
     except UnicodeDecodeError as exc:
+        from mcpwrap.config_extra import Problem
+
         raise ConfigError([Problem(path, 1, 1, f"not UTF-8: {exc.reason}")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_toml_syntax_problem(path, text, exc)]) from None
@@ -643,6 +626,8 @@ def _sandbox(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: 
     own = _sandbox_table(r, t, key)
     if own is None and inherited is None:
         return None
+    from mcpwrap.config_extra import Sandbox
+
     merged = {**(inherited or {}), **(own or {})}
     system = merged.get("system", True)
     roots = [root for a in args if a.path for root in a.path.within]   # what path arguments may name
@@ -680,6 +665,8 @@ def _limits(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: M
     merged = {**inherited, **(_limits_table(r, t, key) or {})}
     if not set(merged) - {"required"}:
         return None
+    from mcpwrap.config_extra import Limits
+
     return Limits(memory=merged.get("memory"), cpu_s=merged.get("cpu"), processes=merged.get("processes"),
                   open_files=merged.get("open_files"), file_size=merged.get("file_size"),
                   required=merged.get("required", True))
@@ -738,6 +725,8 @@ def _path_rule(r: _Reader, fragment: Mapping[str, Any], key: tuple[str, ...], sc
         r.problem(key + ("kind",), f"kind '{kind}' must be \"file\" or \"dir\"")
         kind = None
     within = _paths(r, fragment, key, "within") or []
+    from mcpwrap.config_extra import PathRule
+
     return PathRule(within=tuple(_expand_path(p, cwd) for p in within),
                     must_exist=r.typed(fragment, key, "must_exist", bool, False), kind=kind)
 
@@ -888,57 +877,6 @@ class Spool:
     ttl_s: float = 3600.0
 
 
-@dataclass(frozen=True)
-class Resource:
-    """A file (`path`) or a command's output (`tool`, whose arguments are the template's variables)."""
-    name: str
-    uri: str | None                    # None for a template resource
-    uri_template: str | None
-    mime_type: str | None
-    title: str | None = None
-    description: str | None = None
-    path: Path | None = None
-    tool: Tool | None = None
-    blob: bool = False                 # command output as base64 rather than text
-    cache_ttl_ms: int = 0
-    cache_scope: str = "private"
-    completers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # arg -> argv of `complete`
-
-
-@dataclass(frozen=True)
-class PromptArg:
-    """A prompt argument (prompt arguments are strings)."""
-    name: str
-    required: bool
-    title: str | None = None
-    description: str | None = None
-    enum: tuple[str, ...] | None = None
-    examples: tuple[str, ...] = ()
-    complete: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class PromptMessage:
-    """One message: text with {name} substituted, an embedded resource, or a command's output."""
-    role: str
-    text: str | None = None
-    resource: str | None = None
-    tool: Tool | None = None
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """A `[prompts.NAME]` table: its arguments and messages."""
-    name: str
-    args: tuple[PromptArg, ...]
-    messages: tuple[PromptMessage, ...]
-    title: str | None = None
-    description: str | None = None
-
-    def arg(self, name: str) -> PromptArg | None:
-        return next((a for a in self.args if a.name == name), None)
-
-
 def template_variables(template: str) -> list[tuple[str, bool]]:
     """(name, in the query) for each variable of a URI template."""
     return [(name, bool(q)) for q, names in TEMPLATE_EXPR.findall(template) for name in names.split(",")]
@@ -1028,6 +966,8 @@ def _read_resources(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], b
 
 def _read_resource(r: _Reader, name: str, t: dict[str, Any], key: tuple[str, ...], defaults: dict[str, Any],
                    base_dir: Path) -> Resource | None:
+    from mcpwrap.config_extra import Resource
+
     sources = [k for k in ("path", "command", "shell") if k in t]
     if len(sources) != 1:
         r.problem(key, f"resource '{name}' needs exactly one of 'path' (a file), 'command' (an argv array) "
@@ -1087,6 +1027,8 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
                   resource_uris: set[str]) -> tuple[Prompt, ...]:
     out = []
     for name, key, t in _named_tables(r, doc, "prompts", PROMPT_KEYS):
+        from mcpwrap.config_extra import Prompt, PromptMessage
+
         args = [_read_prompt_arg(r, key + ("args", arg_name), arg_name, fragment)
                 for arg_name, fragment in r.typed(t, key, "args", dict, {}).items()
                 if _is_table(r, key + ("args", arg_name), fragment)]
@@ -1126,6 +1068,8 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
 
 
 def _read_prompt_arg(r: _Reader, key: tuple[str, ...], name: str, t: dict[str, Any]) -> PromptArg:
+    from mcpwrap.config_extra import PromptArg
+
     if not ARG_NAME.match(name):
         r.problem(key, f"argument name '{name}' must match [A-Za-z_][A-Za-z0-9_]*")
     r.keys(t, key, PROMPT_ARG_KEYS)

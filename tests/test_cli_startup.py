@@ -139,12 +139,16 @@ NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
     "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts"}
 
 
-def test_serve_answers_its_first_requests_with_no_module_they_do_not_need(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("content", "needed"), [
+    ("", set()),
+    ('[resources.notes]\npath = "notes.txt"\n[prompts.hello]\nmessages = [{ text = "hi" }]\n', {"mcpwrap.config_extra"})])
+def test_serve_answers_its_first_requests_with_no_module_they_do_not_need(tmp_path: Path, content: str,
+                                                                          needed: set[str]) -> None:
     """initialize, ping, tools/list and server/discover are what the front answers while trio
-    loads: whatever they import is on every session's way to its first answer."""
+    loads: whatever they import is on every session's way to its first answer. The classes of
+    resources and prompts (config_extra) are made for a file that has some."""
     tools = tmp_path / "t.toml"
-    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string" }\n'
-                     '[resources.notes]\npath = "notes.txt"\n[prompts.hello]\nmessages = [{ text = "hi" }]\n')
+    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string" }\n' + content)
     env = {**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path),
            "XDG_CONFIG_HOME": str(tmp_path / "config")}
     env.pop("MCPWRAP_SECRET_FILE", None)  # the default secret file, as a client config starts serve
@@ -157,8 +161,9 @@ def test_serve_answers_its_first_requests_with_no_module_they_do_not_need(tmp_pa
     assert [a["id"] for a in answers] == [1, 2, 3, 4, 5] and all("result" in a for a in answers), answers
     assert answers[2]["result"]["tools"][0]["name"] == "echo"
     modules = set(done.stderr.splitlines()[-1].split(" "))
-    loaded_anyway = {m for m in modules if m.split(".")[0] in NEVER or m in NOT_FOR_THE_FIRST_ANSWERS}
-    assert not loaded_anyway, "the first answers load what they do not use"
+    not_needed = (NOT_FOR_THE_FIRST_ANSWERS | {"mcpwrap.config_extra"}) - needed
+    assert needed <= modules
+    assert not {m for m in modules if m.split(".")[0] in NEVER or m in not_needed}, "the first answers load what they do not use"
 
 
 def test_the_default_secret_file_is_platformdirs_own(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 from mcpwrap import jsonrpc
-from mcpwrap.config import Config, Prompt, Tool
+from mcpwrap.config import Config, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol import modern
 from mcpwrap.protocol.legacy import LegacySession, level_allows
@@ -44,6 +44,7 @@ from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, pa
                                     render_result)
 
 if TYPE_CHECKING:
+    from mcpwrap.config import Prompt
     from mcpwrap.protocol import asking, resources
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
