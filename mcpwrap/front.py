@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import gc
 import os
-import queue
 import resource
 import select
 import signal
 import stat
 import sys
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -40,6 +38,8 @@ from mcpwrap import jsonrpc
 from mcpwrap.protocol.core import Action, ConsumeOnce, Core, Send, Stderr
 
 if TYPE_CHECKING:
+    import queue
+
     from mcpwrap import signing
 
 READ_CHUNK = 65536
@@ -60,32 +60,36 @@ class _StderrLog:
     A client may never read our stderr; a blocking write there would freeze the
     server for good once the pipe is full. Lines queue (bounded) for the thread;
     past the bound they are dropped and counted, and the count is logged when
-    stderr drains.
+    stderr drains. The queue and the thread are made at the first line (threading and queue are
+    not imported before the first answer).
     """
 
     def __init__(self, fd: int = 2) -> None:
         self.fd = fd
-        self.lines: queue.Queue[bytes] = queue.Queue(LOG_LINES)
+        self.lines: queue.Queue[bytes] | None = None
         self.dropped = 0
-        self.thread: threading.Thread | None = None
 
     def write(self, text: str) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name="mcpwrap-stderr", daemon=True)
-            self.thread.start()
+        import queue
+
+        if self.lines is None:
+            import threading
+
+            self.lines = queue.Queue(LOG_LINES)
+            threading.Thread(target=self._run, args=(self.lines,), name="mcpwrap-stderr", daemon=True).start()
         try:
             self.lines.put_nowait((text + "\n").encode("utf-8", "replace"))
         except queue.Full:
             self.dropped += 1
 
-    def _run(self) -> None:
+    def _run(self, lines: queue.Queue[bytes]) -> None:
         while True:
-            data = self.lines.get()
+            data = lines.get()
             dropped, self.dropped = self.dropped, 0
             if dropped:
                 data = f"mcpwrap: {dropped} log line(s) dropped: stderr was not being read\n".encode() + data
             self._write_all(data)
-            self.lines.task_done()
+            lines.task_done()
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -100,7 +104,7 @@ class _StderrLog:
     def flush(self, timeout_s: float) -> None:
         """Wait (bounded) until the thread has written what is queued."""
         deadline = time.monotonic() + timeout_s
-        while self.lines.unfinished_tasks and time.monotonic() < deadline:
+        while self.lines is not None and self.lines.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.005)
 
 
@@ -373,8 +377,7 @@ def _front(front: Front, config: config_module.Config) -> bool:
     """Serve with the front while `server` imports in a thread; True once it has, to hand over."""
     wake, loaded = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     failure: list[BaseException] = []
-    importer = threading.Thread(target=_import_server, args=(config, loaded, failure), name="mcpwrap-import",
-                                daemon=True)
+    importer = None
     previous = signal.set_wakeup_fd(loaded)
     for signum in STOP_SIGNALS:
         signal.signal(signum, front.caught)       # kept until trio's receiver takes over: see server.serve
@@ -383,6 +386,10 @@ def _front(front: Front, config: config_module.Config) -> bool:
     try:
         with front:
             front.answer_waiting(wake)
+            import threading              # only now: the answers already due are written (see _StderrLog)
+
+            importer = threading.Thread(target=_import_server, args=(config, loaded, failure),
+                                        name="mcpwrap-import", daemon=True)
             importer.start()
             if front.serve(wake):
                 importer.join()           # it has written `loaded`: it is ending
@@ -395,7 +402,7 @@ def _front(front: Front, config: config_module.Config) -> bool:
     finally:
         sys.setswitchinterval(interval)
         signal.set_wakeup_fd(previous)
-        if not importer.is_alive():       # else it still writes `loaded` once done
+        if importer is None or not importer.is_alive():   # else it still writes `loaded` once done
             os.close(wake)
             os.close(loaded)
 

@@ -132,8 +132,10 @@ FIRST_REQUESTS = [
     {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
     {"jsonrpc": "2.0", "id": 4, "method": "server/discover", "params": MODERN},
     {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": MODERN}]
-# What calls, questions, content and tasks need, and the default secret file's platformdirs.
+# What calls, questions, content and tasks need, the default secret file's platformdirs, and
+# the threads (the import thread starts once the answers already due are written).
 NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
+    "threading", "queue",
     "trio", "mcpwrap.server", "mcpwrap.runner", "mcpwrap.signing", "mcpwrap.result", "mcpwrap.spool",
     "mcpwrap.templating", "mcpwrap.validation", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
     "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts"}
