@@ -57,6 +57,7 @@ ARG_SCHEMA_KEYS = {
     "maxProperties", "anyOf", "oneOf", "allOf", "not",
     "enumNames"}   # not JSON Schema: an enum's titles in legacy elicitation forms (JSON Schema ignores it)
 ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
+SUCCESS = frozenset({0})                 # the exit codes of a tool that names none
 
 
 EXTRA = {"Problem", "PathRule", "Sandbox", "Limits", "Resource", "PromptArg", "PromptMessage", "Prompt"}
@@ -109,7 +110,7 @@ class Tool:
     output_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict)
     stdin_arg: str | None = None
-    success_codes: frozenset[int] = frozenset({0})
+    success_codes: frozenset[int] = SUCCESS
     progress: re.Pattern[str] | None = None
     concurrency: int | None = None
     confirm: str | None = None
@@ -507,8 +508,8 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
     args = _read_args(r, t, key, cwd)
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)
-    misspelt = any(_closest(k, {"command", "shell"}) for k in t if k not in TOOL_KEYS)
-    if ("command" in t) == ("shell" in t) and not misspelt:
+    if ("command" in t) == ("shell" in t) and not any(_closest(k, {"command", "shell"})
+                                                      for k in t if k not in TOOL_KEYS):   # a misspelt one was told
         r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
     argv = _check_command(r, key, command, args) if command is not None else None
     output = r.typed(t, key, "output", str, "text")
@@ -539,10 +540,11 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         else:
             if "progress" not in pattern.groupindex and pattern.groups < 1:
                 r.problem(key + ("progress",), "progress needs a group: (?P<progress>...) or (...)")
-    codes = r.typed(t, key, "success_codes", list, [0])
-    if not codes or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes):
+    codes = r.typed(t, key, "success_codes", list)
+    if codes is not None and not (codes and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255
+                                                for c in codes)):
         r.problem(key + ("success_codes",), "success_codes must be a non-empty array of exit codes 0-255")
-        codes = [0]
+        codes = None
     concurrency = r.typed(t, key, "concurrency", int)
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
@@ -568,7 +570,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         output_schema=output_schema,
         annotations=annotations,
         stdin_arg=stdin_arg,
-        success_codes=frozenset(codes),
+        success_codes=SUCCESS if codes is None else frozenset(codes),
         progress=pattern,
         concurrency=concurrency,
         confirm=confirm,
