@@ -312,3 +312,16 @@ def test_command_elements_are_checked_whole_or_in_part(tmp_path: Path, command: 
     with pytest.raises(config.ConfigError) as caught:
         config.load(tmp_path / "t.toml")
     assert [p.message for p in caught.value.problems if words in p.message], str(caught.value)
+
+
+@pytest.mark.parametrize(("snippet", "codes"), [
+    ("", {0}), ("success_codes = [0, 1]", {0, 1}), ("success_codes = []", None), ("success_codes = [256]", None),
+    ("success_codes = [true]", None), ('success_codes = "0"', None)])
+def test_success_codes(tmp_path: Path, snippet: str, codes: set[int] | None) -> None:
+    (tmp_path / "t.toml").write_text(f'[tools.t]\ncommand = ["true"]\n{snippet}\n')
+    if codes is not None:
+        assert config.load(tmp_path / "t.toml").tools[0].success_codes == codes
+        return
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(tmp_path / "t.toml")
+    assert "success_codes" in str(caught.value) and caught.value.problems[0].line == 3
