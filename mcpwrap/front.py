@@ -35,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from mcpwrap import config as config_module
 from mcpwrap import jsonrpc
-from mcpwrap.protocol.core import Action, ConsumeOnce, Core, Send, Stderr
+from mcpwrap.protocol.core import ConsumeOnce, Core, Send, Stderr
 
 if TYPE_CHECKING:
     import queue
 
     from mcpwrap import signing
+    from mcpwrap.protocol.core import Action
 
 READ_CHUNK = 65536
 OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop

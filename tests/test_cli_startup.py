@@ -138,7 +138,7 @@ NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
     "threading", "queue",
     "trio", "mcpwrap.server", "mcpwrap.runner", "mcpwrap.signing", "mcpwrap.result", "mcpwrap.spool",
     "mcpwrap.templating", "mcpwrap.validation", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
-    "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts"}
+    "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts", "mcpwrap.protocol.actions"}
 
 
 @pytest.mark.parametrize(("content", "needed"), [

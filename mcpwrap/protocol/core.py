@@ -31,7 +31,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias
 
 from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
@@ -45,6 +45,8 @@ from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, pa
 
 if TYPE_CHECKING:
     from mcpwrap.config import Prompt
+    from mcpwrap.protocol.actions import (CancelCall, CancelTimer, Complete, GetPrompt, ReadResource, StartCall,
+                                          StartTimer, TaskOp)
     from mcpwrap.protocol import asking, resources
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
@@ -77,78 +79,24 @@ class Send:
 
 
 @dataclass(frozen=True)
-class StartCall:
-    """Run the tool; the outcome goes to `Core.call_done` or `Core.call_failed`."""
-    ctx: Context
-    tool: Tool
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CancelCall:
-    """The client cancelled this request: stop its call."""
-    id: RequestId
-
-
-@dataclass(frozen=True)
-class StartTimer:
-    """Call `Core.timer(key)` after this long, unless a CancelTimer comes first."""
-    key: str
-    seconds: float
-
-
-@dataclass(frozen=True)
-class CancelTimer:
-    """The question a StartTimer guarded has ended: drop the timer with it."""
-    key: str
-
-
-@dataclass(frozen=True)
 class Stderr:
     """A line for mcpwrap's own log."""
     text: str
     level: str = "info"                   # debug | info | warning | error, filtered by --log-level
 
 
-@dataclass(frozen=True)
-class TaskOp:
-    """A task-store operation; `tasks.perform` reports back through the `Core.task_*` methods.
-
-    `watch` follows a task this process created, for the legacy session's status notifications.
-    """
-    ctx: Context
-    op: str                               # create | get | result | list | cancel | update | watch
-    task_id: str | None = None
-    tool: Tool | None = None
-    arguments: dict[str, Any] | None = None
-    cursor: str | None = None
+Action: TypeAlias = ("Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource"
+                     " | GetPrompt | Complete")
+LATER = {"StartCall", "CancelCall", "StartTimer", "CancelTimer", "TaskOp", "ReadResource", "GetPrompt", "Complete"}
 
 
-@dataclass(frozen=True)
-class ReadResource:
-    """Read a file, run a resource's command or read a spool page; reported to `Core.resource_read`."""
-    ctx: Context
-    target: resources.Target
+def __getattr__(name: str) -> Any:
+    """`core.StartCall` and the other actions of `actions`, made when first named."""
+    if name in LATER:
+        from mcpwrap.protocol import actions
 
-
-@dataclass(frozen=True)
-class GetPrompt:
-    """Resolve a prompt's resource and command messages; reported to `Core.prompt_done`."""
-    ctx: Context
-    prompt: Prompt
-    arguments: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Complete:
-    """Run a `complete` command; its output lines are reported to `Core.completed`."""
-    ctx: Context
-    command: tuple[str, ...]
-    prefix: str
-
-
-Action = (Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource | GetPrompt
-          | Complete)
+        return getattr(actions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?
 
 ELICIT_TIMEOUT_S = 600.0
@@ -361,6 +309,7 @@ class Core:
 
     def _content(self, ctx: Context) -> list[Action]:
         from mcpwrap.protocol import prompts, resources
+        from mcpwrap.protocol.actions import Complete, GetPrompt, ReadResource
         from mcpwrap.result import Text
 
         method, params, cursor = ctx.method, ctx.params, ctx.params.get("cursor")
@@ -486,6 +435,7 @@ class Core:
     def _advance(self, pending: asking.Pending) -> list[Action]:
         """Ask what is still missing, or start the call (or task)."""
         from mcpwrap.protocol import asking
+        from mcpwrap.protocol.actions import StartCall, TaskOp
         from mcpwrap.result import ToolResult
 
         ctx = pending.ctx
@@ -517,6 +467,7 @@ class Core:
 
     def _ask(self, pending: asking.Pending, question: asking.Question) -> list[Action]:
         from mcpwrap.protocol import asking
+        from mcpwrap.protocol.actions import StartTimer
         from mcpwrap.result import error_result
 
         ctx = pending.ctx
@@ -547,6 +498,7 @@ class Core:
     def _answer(self, response: Response) -> list[Action]:
         """A client's answer to our elicitation/create."""
         from mcpwrap.protocol import asking
+        from mcpwrap.protocol.actions import CancelTimer
         from mcpwrap.result import error_result
 
         key = str(response.id)
@@ -655,6 +607,8 @@ class Core:
             if self.listens.pop(request_id, None) is not None:
                 return self._drop_from_batch(request_id)
             if self.inflight.pop(request_id, None) is not None:
+                from mcpwrap.protocol.actions import CancelCall, CancelTimer
+
                 withdrawn: list[Action] = []
                 for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
                     del self.asks[key]             # withdraw our question too: the client can close its dialog
@@ -683,6 +637,8 @@ class Core:
 
     # --- tasks (store I/O happens in the driver) ----------------------------------------
     def _task_request(self, ctx: Context) -> list[Action]:
+        from mcpwrap.protocol.actions import TaskOp
+
         task_id = ctx.params.get("taskId")
         if ctx.method in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/update"):
             if not isinstance(task_id, str):
@@ -706,6 +662,7 @@ class Core:
     def task_created(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """The task handle; a legacy session also gets a watcher for its status notifications."""
         from mcpwrap.protocol import tasking
+        from mcpwrap.protocol.actions import TaskOp
 
         if not self._settled(ctx):
             return []
