@@ -325,3 +325,18 @@ def test_success_codes(tmp_path: Path, snippet: str, codes: set[int] | None) -> 
     with pytest.raises(config.ConfigError) as caught:
         config.load(tmp_path / "t.toml")
     assert "success_codes" in str(caught.value) and caught.value.problems[0].line == 3
+
+
+def test_loaded_tools_and_arguments_are_what_their_dataclasses_make(tmp_path: Path) -> None:
+    """The loader sets their fields without the generated __init__: every field, nothing else,
+    so a tool equals the one its __init__ makes of the same values."""
+    from dataclasses import fields
+
+    tools = config.load(Path(__file__).parent / "fixtures" / "conformance.toml").tools
+    tools += config.load(Path(__file__).parent / "fixtures" / "census.toml").tools
+    assert any(t.args for t in tools)
+    for made in [*tools, *(a for t in tools for a in t.args)]:
+        names = [f.name for f in fields(made)]
+        assert set(names) <= set(vars(made)) <= set(names) | {"input_schema", "call_schema"}   # and cached schemas
+        again = type(made)(**{name: getattr(made, name) for name in names})
+        assert again == made and repr(again) == repr(made)
