@@ -762,8 +762,11 @@ def verdict_key(schema: Mapping[str, Any]) -> str:
     the same values (repr tells 1, 1.0 and True apart), except the text of a top-level string
     `description` or `title`, which the meta-schema only requires to be a string and which no
     default is validated against."""
-    texts = {k: "" for k in ("description", "title") if isinstance(schema.get(k), str)}
-    return repr({**schema, **texts} if texts else schema)   # a key keeps its place when its value is replaced
+    key = dict(schema)
+    for name in ("description", "title"):
+        if isinstance(key.get(name), str):
+            key[name] = ""                # in place: the keys keep their order
+    return repr(key)
 
 
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
