@@ -2,8 +2,9 @@
 
 Importing trio (with the runner and the rest of `server`) is most of a cold start, while the
 sans-IO `Core` answers `initialize`, `ping`, the listings and `server/discover` with no I/O. So
-`run` imports `server` in a thread and meanwhile serves stdin itself, synchronously, through the
-`Core` the trio driver then takes over (the session carries over). A line whose actions are more
+`run` first answers what is already waiting on stdin (a client writes `initialize` as it spawns the
+server), then imports `server` in a thread and meanwhile serves stdin itself, synchronously, through
+the `Core` the trio driver then takes over (the session carries over). A line whose actions are more
 than messages and log lines (a call, a read, a task, a subscription to watch...) is decided here
 and its actions wait; once the import is done, `server.serve` takes over in order: the bytes not
 yet written, the actions decided and not yet performed, the lines read and not yet decided, then
