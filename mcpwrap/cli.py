@@ -14,8 +14,7 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NoReturn, Optional
+from typing import Any, NamedTuple, NoReturn, Optional
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, EXIT_CONFIG, EXIT_PENDING = 0, 1, 2, 3, 4
 
@@ -1041,9 +1040,9 @@ def _tasks_gc(file: str, state_dir: str | None, as_json: bool) -> None:
 REQUIRED: Any = ...
 
 
-@dataclass(frozen=True)
-class Param:
-    """A positional (no flags) or an option; an option without a metavar is a flag."""
+class Param(NamedTuple):
+    """A positional (no flags) or an option; an option without a metavar is a flag. (The declarations
+    are NamedTuples: a dataclass costs ~0.3 ms more to create, on the way to serve's first answer.)"""
     dest: str
     help: str
     flags: tuple[str, ...] = ()
@@ -1054,8 +1053,7 @@ class Param:
     hidden: bool = False
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One command: its help, the function it runs and its parameters."""
     help: str
     run: Callable[..., Any]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import gc
 import hashlib
-import mimetypes
 import os
 import re
 import stat
@@ -1010,6 +1009,8 @@ def _read_resource(r: _Reader, name: str, t: dict[str, Any], key: tuple[str, ...
         for bad in sorted({"uri_template", "args", "command", "shell", "cwd", "env", "timeout", "kill_grace",
                            "output"} & set(t)):
             r.problem(key + (bad,), f"'{bad}' is for command resources; a 'path' resource is one fixed file")
+        import mimetypes                  # here: only a file resource without a mime_type needs it
+
         path = base_dir / r.typed(t, key, "path", str, "")
         return Resource(uri=uri or "file://" + urllib.parse.quote(str(path)), uri_template=None, path=path,
                         mime_type=mime or mimetypes.guess_type(path.name)[0] or "application/octet-stream",
