@@ -1,7 +1,7 @@
 """The classes of what a tools file may have and most files do not, and of its problems.
 
 `config` makes them on first use (`config.Sandbox` and the like still name them there): creating
-a dataclass costs about half a millisecond, and a plain file's `serve` gives its first answer
+a dataclass costs a quarter to half a millisecond, and a plain file's `serve` gives its first answer
 without any of these.
 """
 

@@ -2,7 +2,7 @@
 messages (`Send`) and log lines (`Stderr`).
 
 `core` names them (`core.StartCall` and the like) and makes them when first named: creating a
-dataclass costs a quarter of a millisecond, and the first answers, which the front gives while
+dataclass costs a quarter to half a millisecond, and the first answers, which the front gives while
 trio loads, need none of these.
 """
 
