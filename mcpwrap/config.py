@@ -12,18 +12,21 @@ from __future__ import annotations
 import errno
 import gc
 import hashlib
-import mimetypes
 import os
 import re
 import stat
 import tomllib
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+if TYPE_CHECKING:
+    from mcpwrap.config_extra import Limits, PathRule, Problem, Prompt, PromptArg, Resource, Sandbox
+
+T = TypeVar("T")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -38,6 +41,7 @@ ANNOTATION_KEYS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool,
                    "idempotentHint": bool, "openWorldHint": bool}
 # Keys of an args.NAME table that belong to mcpwrap, not to JSON Schema.
 ARG_OWN_KEYS = {"flag", "elicit", "optional", "within", "must_exist", "kind"}
+PATH_RULE_KEYS = {"within", "must_exist", "kind"}   # any of them makes the argument a path (see _path_rule)
 # The JSON Schema 2020-12 keywords an args.NAME table may use at its top level (nested
 # schemas are JSON Schema proper, left to the meta-schema). JSON Schema ignores unknown
 # keywords, so without this list a typo ('optinal', 'defualt') would silently do nothing.
@@ -53,17 +57,19 @@ ARG_SCHEMA_KEYS = {
     "maxProperties", "anyOf", "oneOf", "allOf", "not",
     "enumNames"}   # not JSON Schema: an enum's titles in legacy elicitation forms (JSON Schema ignores it)
 ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
+SUCCESS = frozenset({0})                 # the exit codes of a tool that names none
 
 
-@dataclass(frozen=True)
-class Problem:
-    path: Path
-    line: int
-    col: int
-    message: str
+EXTRA = {"Problem", "PathRule", "Sandbox", "Limits", "Resource", "PromptArg", "PromptMessage", "Prompt"}
 
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+
+def __getattr__(name: str) -> Any:
+    """`config.Sandbox` and the other classes of `config_extra`, made when first named."""
+    if name in EXTRA:
+        from mcpwrap import config_extra
+
+        return getattr(config_extra, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ConfigError(Exception):
@@ -73,15 +79,8 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
-class PathRule:
-    """A path argument: resolved (symlinks, '..') against the tool's cwd before anything runs."""
-    within: tuple[str, ...] = ()       # absolute roots it must stay under (none: anywhere)
-    must_exist: bool = False
-    kind: str | None = None            # "file" | "dir"
-
-
-@dataclass(frozen=True)
 class Arg:
+    """One `args.NAME` table: a JSON Schema fragment and what mcpwrap does with it."""
     name: str
     schema: Mapping[str, Any]          # the JSON Schema fragment, mcpwrap keys removed
     required: bool
@@ -95,27 +94,8 @@ class Arg:
 
 
 @dataclass(frozen=True)
-class Sandbox:
-    """What a tool's processes may touch (Landlock); paths absolute, the system baseline included."""
-    read: tuple[str, ...]
-    write: tuple[str, ...]
-    network: bool
-    required: bool                     # False: run even where the kernel cannot enforce all of it
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for one call's processes; None is unlimited."""
-    memory: int | None = None          # bytes
-    cpu_s: float | None = None
-    processes: int | None = None
-    open_files: int | None = None
-    file_size: int | None = None       # bytes
-    required: bool = True
-
-
-@dataclass(frozen=True)
 class Tool:
+    """One `[tools.NAME]` table, every default applied: what the runner needs to run it."""
     name: str
     description: str
     args: tuple[Arg, ...]
@@ -130,7 +110,7 @@ class Tool:
     output_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict)
     stdin_arg: str | None = None
-    success_codes: frozenset[int] = frozenset({0})
+    success_codes: frozenset[int] = SUCCESS
     progress: re.Pattern[str] | None = None
     concurrency: int | None = None
     confirm: str | None = None
@@ -169,6 +149,7 @@ class Tool:
 
 @dataclass(frozen=True)
 class Config:
+    """A whole tools file, checked: what a server serves until the next reload."""
     path: Path
     name: str
     version: str
@@ -329,6 +310,8 @@ class _Reader:
         return _Locator(self.text)
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
+        from mcpwrap.config_extra import Problem
+
         line, col = self.locator.find(key)
         self.problems.append(Problem(self.path, line, col, message))
 
@@ -391,6 +374,8 @@ def _closest(name: str, allowed: set[str]) -> str | None:
 
 
 def _toml_syntax_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> Problem:
+    from mcpwrap.config_extra import Problem
+
     match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
     message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
     if match:
@@ -410,6 +395,8 @@ def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None) ->
     try:
         raw = read_regular_file(path)
     except OSError as exc:
+        from mcpwrap.config_extra import Problem
+
         raise ConfigError([Problem(path, 1, 1, f"cannot read tools file: {exc.strerror}")]) from None
     return loads(raw, path, schemas_known_good)
 
@@ -447,6 +434,8 @@ def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | N
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
     except UnicodeDecodeError as exc:
+        from mcpwrap.config_extra import Problem
+
         raise ConfigError([Problem(path, 1, 1, f"not UTF-8: {exc.reason}")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_toml_syntax_problem(path, text, exc)]) from None
@@ -494,6 +483,14 @@ def _read_document(r: _Reader, doc: dict[str, Any], path: Path, digest: str) -> 
     )
 
 
+def _made(cls: type[T], **fields: Any) -> T:
+    """What the frozen dataclass `cls` makes of all of its fields (none may be left out: no default
+    applies), without its __init__'s object.__setattr__ per field: a tenth of building 10,000 tools."""
+    made = object.__new__(cls)
+    object.__setattr__(made, "__dict__", fields)
+    return made
+
+
 def _is_table(r: _Reader, key: tuple[str, ...], value: Any) -> bool:
     if not isinstance(value, dict):
         r.problem(key, f"'{'.'.join(key)}' must be a table")
@@ -519,8 +516,8 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
     args = _read_args(r, t, key, cwd)
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)
-    misspelt = any(_closest(k, {"command", "shell"}) for k in t if k not in TOOL_KEYS)
-    if ("command" in t) == ("shell" in t) and not misspelt:
+    if ("command" in t) == ("shell" in t) and not any(_closest(k, {"command", "shell"})
+                                                      for k in t if k not in TOOL_KEYS):   # a misspelt one was told
         r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
     argv = _check_command(r, key, command, args) if command is not None else None
     output = r.typed(t, key, "output", str, "text")
@@ -537,7 +534,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         r.problem(key + ("stdin",), f"stdin names '{stdin_arg}', which is not an argument of '{name}'")
     confirm = r.typed(t, key, "confirm", str)
     if confirm is not None:
-        _check_placeholders(r, key + ("confirm",), confirm, args)
+        _check_placeholders(r, key + ("confirm",), confirm, {a.name for a in args})
     task = r.typed(t, key, "task", str, "never")
     if task not in TASK_MODES:
         r.problem(key + ("task",), f"task '{task}' must be one of: {', '.join(TASK_MODES)}")
@@ -551,10 +548,11 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         else:
             if "progress" not in pattern.groupindex and pattern.groups < 1:
                 r.problem(key + ("progress",), "progress needs a group: (?P<progress>...) or (...)")
-    codes = r.typed(t, key, "success_codes", list, [0])
-    if not codes or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes):
+    codes = r.typed(t, key, "success_codes", list)
+    if codes is not None and not (codes and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255
+                                                for c in codes)):
         r.problem(key + ("success_codes",), "success_codes must be a non-empty array of exit codes 0-255")
-        codes = [0]
+        codes = None
     concurrency = r.typed(t, key, "concurrency", int)
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
@@ -565,7 +563,8 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         if expected is not None and not isinstance(value, expected):
             r.problem(key + ("annotations", ann), f"annotation '{ann}' must be {_TYPE_NAMES[expected]}")
     env = {**defaults["env"], **_read_env(r, t, key)}
-    return Tool(
+    return _made(
+        Tool,
         name=name,
         title=r.typed(t, key, "title", str),
         description=r.typed(t, key, "description", str, ""),
@@ -580,7 +579,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         output_schema=output_schema,
         annotations=annotations,
         stdin_arg=stdin_arg,
-        success_codes=frozenset(codes),
+        success_codes=SUCCESS if codes is None else frozenset(codes),
         progress=pattern,
         concurrency=concurrency,
         confirm=confirm,
@@ -633,11 +632,13 @@ def _sandbox_table(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...]) -
 def _sandbox(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: Mapping[str, Any] | None,
              cwd: Path, args: list[Arg]) -> Sandbox | None:
     """The tool's effective sandbox: its own keys over the server's; `sandbox = false` opts out."""
-    if t.get("sandbox") is False:
+    if t.get("sandbox") is False or "sandbox" not in t and inherited is None:
         return None
     own = _sandbox_table(r, t, key)
     if own is None and inherited is None:
         return None
+    from mcpwrap.config_extra import Sandbox
+
     merged = {**(inherited or {}), **(own or {})}
     system = merged.get("system", True)
     roots = [root for a in args if a.path for root in a.path.within]   # what path arguments may name
@@ -670,11 +671,13 @@ def _limits_table(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...]) ->
 
 
 def _limits(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: Mapping[str, Any]) -> Limits | None:
-    if t.get("limits") is False:
+    if t.get("limits") is False or "limits" not in t and not inherited:
         return None
     merged = {**inherited, **(_limits_table(r, t, key) or {})}
     if not set(merged) - {"required"}:
         return None
+    from mcpwrap.config_extra import Limits
+
     return Limits(memory=merged.get("memory"), cpu_s=merged.get("cpu"), processes=merged.get("processes"),
                   open_files=merged.get("open_files"), file_size=merged.get("file_size"),
                   required=merged.get("required", True))
@@ -713,9 +716,9 @@ def _read_args(r: _Reader, t: dict[str, Any], key: tuple[str, ...], cwd: Path) -
         if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)
                                       and isinstance(values, list) and len(names) == len(values)):
             r.problem(akey + ("enumNames",), "'enumNames' needs an enum, and one string title per enum value")
-        args.append(Arg(name=name, schema=schema, required=not optional and "default" not in schema, flag=flag,
-                        elicit=r.typed(fragment, akey, "elicit", bool, False),
-                        path=_path_rule(r, fragment, akey, schema, cwd)))
+        args.append(_made(Arg, name=name, schema=schema, required=not optional and "default" not in schema,
+                          flag=flag, elicit=r.typed(fragment, akey, "elicit", bool, False),
+                          path=_path_rule(r, fragment, akey, schema, cwd)))
     return args
 
 
@@ -723,7 +726,7 @@ def _path_rule(r: _Reader, fragment: Mapping[str, Any], key: tuple[str, ...], sc
                cwd: Path) -> PathRule | None:
     """`format = "path"` (or any of within/must_exist/kind) makes a string argument a confined path."""
     items: Mapping[str, Any] = schema["items"] if isinstance(schema.get("items"), dict) else {}
-    if schema.get("format") != "path" and items.get("format") != "path" and not {"within", "must_exist", "kind"} & set(fragment):
+    if schema.get("format") != "path" and items.get("format") != "path" and PATH_RULE_KEYS.isdisjoint(fragment):
         return None
     if not (schema.get("type") == "string" or schema.get("type") == "array" and items.get("type") == "string"):
         r.problem(key, "a path argument (format = \"path\", within, must_exist, kind) must be a string "
@@ -733,6 +736,8 @@ def _path_rule(r: _Reader, fragment: Mapping[str, Any], key: tuple[str, ...], sc
         r.problem(key + ("kind",), f"kind '{kind}' must be \"file\" or \"dir\"")
         kind = None
     within = _paths(r, fragment, key, "within") or []
+    from mcpwrap.config_extra import PathRule
+
     return PathRule(within=tuple(_expand_path(p, cwd) for p in within),
                     must_exist=r.typed(fragment, key, "must_exist", bool, False), kind=kind)
 
@@ -756,7 +761,11 @@ def verdict_key(schema: Mapping[str, Any]) -> str:
     the same values (repr tells 1, 1.0 and True apart), except the text of a top-level string
     `description` or `title`, which the meta-schema only requires to be a string and which no
     default is validated against."""
-    return repr([(k, "" if k in ("description", "title") and isinstance(v, str) else v) for k, v in schema.items()])
+    key = dict(schema)
+    for name in ("description", "title"):
+        if isinstance(key.get(name), str):
+            key[name] = ""                # in place: the keys keep their order
+    return repr(key)
 
 
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
@@ -790,9 +799,9 @@ def placeholders(template: str) -> Iterator[str]:
     return (m[1] for m in PLACEHOLDER.finditer(template))
 
 
-def _check_placeholders(r: _Reader, key: tuple[str, ...], template: str, args: list[Arg]) -> None:
-    names = {a.name for a in args}
-    for name in placeholders(template):
+def _check_placeholders(r: _Reader, key: tuple[str, ...], template: str | list[str], names: Collection[str]) -> None:
+    """Each placeholder of the template (or these, already found) names an argument."""
+    for name in placeholders(template) if isinstance(template, str) else template:
         if name not in names:
             r.problem(key, f"placeholder '{{{name}}}' names no argument"
                       + (f" (arguments: {', '.join(sorted(names))})" if names else " (the tool has no arguments)"))
@@ -815,20 +824,19 @@ def _check_command(r: _Reader, key: tuple[str, ...], command: list[Any],
         if isinstance(element, str):
             if i == 0 and PLACEHOLDER.search(element):
                 r.problem(ckey, "command[0] (the program) cannot be a placeholder")
-            parts.append(_check_element(r, ckey, f"command[{i}]", element, by_name, args))
+            parts.append(_check_element(r, ckey, f"command[{i}]", element, by_name))
         elif isinstance(element, list) and i > 0:
-            parts.append(_check_group(r, ckey, i, element, by_name, args))
+            parts.append(_check_group(r, ckey, i, element, by_name))
         else:
             r.problem(ckey, f"command[{i}] must be a string" + (" or an array of strings (a group)" if i else ""))
     return tuple(parts) if len(r.problems) == before else None
 
 
-def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by_name: dict[str, Arg],
-                 args: list[Arg]) -> tuple[str, ...]:
+def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by_name: dict[str, Arg]) -> tuple[str, ...]:
     for j, element in enumerate(group):
         if not isinstance(element, str):
             r.problem(ckey, f"command[{i}][{j}] must be a string" + ("; groups do not nest" if isinstance(element, list) else ""))
-    elements = tuple(_check_element(r, ckey, f"command[{i}][{j}]", e, by_name, args)
+    elements = tuple(_check_element(r, ckey, f"command[{i}][{j}]", e, by_name)
                      for j, e in enumerate(group) if isinstance(e, str))
     named = {by_name[n].name: by_name[n] for e in elements for n in placeholders(e) if n in by_name}
     if not any(PLACEHOLDER.search(e) for e in elements):
@@ -843,12 +851,15 @@ def _check_group(r: _Reader, ckey: tuple[str, ...], i: int, group: list[Any], by
     return elements
 
 
-def _check_element(r: _Reader, ckey: tuple[str, ...], where: str, element: str, by_name: dict[str, Arg],
-                   args: list[Arg]) -> str:
+def _check_element(r: _Reader, ckey: tuple[str, ...], where: str, element: str, by_name: dict[str, Arg]) -> str:
     if "{" not in element:               # most elements: nothing to check
         return element
-    _check_placeholders(r, ckey, element, args)
-    found = [by_name[n] for n in placeholders(element) if n in by_name]
+    whole = PLACEHOLDER.fullmatch(element)
+    if whole and (arg := by_name.get(whole[1])) is not None and arg.schema.get("type") != "object":
+        return element                    # the next most: one known argument fills the element, as below allows
+    named = list(placeholders(element))
+    _check_placeholders(r, ckey, named, by_name)
+    found = [by_name[n] for n in named if n in by_name]
     arrays = [a for a in found if a.schema.get("type") == "array"]
     if len(arrays) > 1:
         r.problem(ckey, f"{where} holds two array placeholders; one element can repeat for one array only")
@@ -878,55 +889,6 @@ class Spool:
     """Where output beyond max_output is kept: a disk quota per tools file (0: not kept) and a lifetime."""
     quota: int = 256 * 1024 * 1024
     ttl_s: float = 3600.0
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A file (`path`) or a command's output (`tool`, whose arguments are the template's variables)."""
-    name: str
-    uri: str | None                    # None for a template resource
-    uri_template: str | None
-    mime_type: str | None
-    title: str | None = None
-    description: str | None = None
-    path: Path | None = None
-    tool: Tool | None = None
-    blob: bool = False                 # command output as base64 rather than text
-    cache_ttl_ms: int = 0
-    cache_scope: str = "private"
-    completers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # arg -> argv of `complete`
-
-
-@dataclass(frozen=True)
-class PromptArg:
-    name: str
-    required: bool
-    title: str | None = None
-    description: str | None = None
-    enum: tuple[str, ...] | None = None
-    examples: tuple[str, ...] = ()
-    complete: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class PromptMessage:
-    """One message: text with {name} substituted, an embedded resource, or a command's output."""
-    role: str
-    text: str | None = None
-    resource: str | None = None
-    tool: Tool | None = None
-
-
-@dataclass(frozen=True)
-class Prompt:
-    name: str
-    args: tuple[PromptArg, ...]
-    messages: tuple[PromptMessage, ...]
-    title: str | None = None
-    description: str | None = None
-
-    def arg(self, name: str) -> PromptArg | None:
-        return next((a for a in self.args if a.name == name), None)
 
 
 def template_variables(template: str) -> list[tuple[str, bool]]:
@@ -1018,6 +980,8 @@ def _read_resources(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], b
 
 def _read_resource(r: _Reader, name: str, t: dict[str, Any], key: tuple[str, ...], defaults: dict[str, Any],
                    base_dir: Path) -> Resource | None:
+    from mcpwrap.config_extra import Resource
+
     sources = [k for k in ("path", "command", "shell") if k in t]
     if len(sources) != 1:
         r.problem(key, f"resource '{name}' needs exactly one of 'path' (a file), 'command' (an argv array) "
@@ -1045,6 +1009,8 @@ def _read_resource(r: _Reader, name: str, t: dict[str, Any], key: tuple[str, ...
         for bad in sorted({"uri_template", "args", "command", "shell", "cwd", "env", "timeout", "kill_grace",
                            "output"} & set(t)):
             r.problem(key + (bad,), f"'{bad}' is for command resources; a 'path' resource is one fixed file")
+        import mimetypes                  # here: only a file resource without a mime_type needs it
+
         path = base_dir / r.typed(t, key, "path", str, "")
         return Resource(uri=uri or "file://" + urllib.parse.quote(str(path)), uri_template=None, path=path,
                         mime_type=mime or mimetypes.guess_type(path.name)[0] or "application/octet-stream",
@@ -1077,6 +1043,8 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
                   resource_uris: set[str]) -> tuple[Prompt, ...]:
     out = []
     for name, key, t in _named_tables(r, doc, "prompts", PROMPT_KEYS):
+        from mcpwrap.config_extra import Prompt, PromptMessage
+
         args = [_read_prompt_arg(r, key + ("args", arg_name), arg_name, fragment)
                 for arg_name, fragment in r.typed(t, key, "args", dict, {}).items()
                 if _is_table(r, key + ("args", arg_name), fragment)]
@@ -1103,7 +1071,7 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
             text, resource = r.typed(m, mkey, "text", str), r.typed(m, mkey, "resource", str)
             for template in (text, resource):
                 if template is not None:
-                    _check_placeholders(r, mkey, template, as_tool_args)
+                    _check_placeholders(r, mkey, template, {a.name for a in as_tool_args})
             if resource is not None and not PLACEHOLDER.search(resource) and resource not in resource_uris:
                 r.problem(mkey, f"messages[{i}].resource '{resource}' is not the uri of a [resources] table")
             tool = None
@@ -1116,6 +1084,8 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
 
 
 def _read_prompt_arg(r: _Reader, key: tuple[str, ...], name: str, t: dict[str, Any]) -> PromptArg:
+    from mcpwrap.config_extra import PromptArg
+
     if not ARG_NAME.match(name):
         r.problem(key, f"argument name '{name}' must match [A-Za-z_][A-Za-z0-9_]*")
     r.keys(t, key, PROMPT_ARG_KEYS)

@@ -2,8 +2,9 @@
 
 Importing trio (with the runner and the rest of `server`) is most of a cold start, while the
 sans-IO `Core` answers `initialize`, `ping`, the listings and `server/discover` with no I/O. So
-`run` imports `server` in a thread and meanwhile serves stdin itself, synchronously, through the
-`Core` the trio driver then takes over (the session carries over). A line whose actions are more
+`run` first answers what is already waiting on stdin (a client writes `initialize` as it spawns the
+server), then imports `server` in a thread and meanwhile serves stdin itself, synchronously, through
+the `Core` the trio driver then takes over (the session carries over). A line whose actions are more
 than messages and log lines (a call, a read, a task, a subscription to watch...) is decided here
 and its actions wait; once the import is done, `server.serve` takes over in order: the bytes not
 yet written, the actions decided and not yet performed, the lines read and not yet decided, then
@@ -22,22 +23,26 @@ from __future__ import annotations
 
 import gc
 import os
-import queue
 import resource
 import select
 import signal
 import stat
 import sys
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpwrap import config as config_module
-from mcpwrap import jsonrpc, signing
-from mcpwrap.protocol.core import Action, Core, Send, Stderr
+from mcpwrap import jsonrpc
+from mcpwrap.protocol.core import ConsumeOnce, Core, Send, Stderr
+
+if TYPE_CHECKING:
+    import queue
+
+    from mcpwrap import signing
+    from mcpwrap.protocol.core import Action
 
 READ_CHUNK = 65536
 OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop
@@ -57,32 +62,36 @@ class _StderrLog:
     A client may never read our stderr; a blocking write there would freeze the
     server for good once the pipe is full. Lines queue (bounded) for the thread;
     past the bound they are dropped and counted, and the count is logged when
-    stderr drains.
+    stderr drains. The queue and the thread are made at the first line (threading and queue are
+    not imported before the first answer).
     """
 
     def __init__(self, fd: int = 2) -> None:
         self.fd = fd
-        self.lines: queue.Queue[bytes] = queue.Queue(LOG_LINES)
+        self.lines: queue.Queue[bytes] | None = None
         self.dropped = 0
-        self.thread: threading.Thread | None = None
 
     def write(self, text: str) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._run, name="mcpwrap-stderr", daemon=True)
-            self.thread.start()
+        import queue
+
+        if self.lines is None:
+            import threading
+
+            self.lines = queue.Queue(LOG_LINES)
+            threading.Thread(target=self._run, args=(self.lines,), name="mcpwrap-stderr", daemon=True).start()
         try:
             self.lines.put_nowait((text + "\n").encode("utf-8", "replace"))
         except queue.Full:
             self.dropped += 1
 
-    def _run(self) -> None:
+    def _run(self, lines: queue.Queue[bytes]) -> None:
         while True:
-            data = self.lines.get()
+            data = lines.get()
             dropped, self.dropped = self.dropped, 0
             if dropped:
                 data = f"mcpwrap: {dropped} log line(s) dropped: stderr was not being read\n".encode() + data
             self._write_all(data)
-            self.lines.task_done()
+            lines.task_done()
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -97,7 +106,7 @@ class _StderrLog:
     def flush(self, timeout_s: float) -> None:
         """Wait (bounded) until the thread has written what is queued."""
         deadline = time.monotonic() + timeout_s
-        while self.lines.unfinished_tasks and time.monotonic() < deadline:
+        while self.lines is not None and self.lines.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.005)
 
 
@@ -117,6 +126,7 @@ def tracing() -> bool:
 
 @dataclass
 class Options:
+    """The `serve` options the driver needs beyond the tools file."""
     secret_file: Path
     state_dir: Path
     watch: bool = True
@@ -135,12 +145,14 @@ class SecretSource:
 
     def __call__(self) -> signing.Keyring:
         if self.keyring is None:
+            from mcpwrap import signing
+
             self.keyring = signing.ensure_secret(self.path, time.time())
         return self.keyring
 
 
 def _needs_secret(config: config_module.Config) -> bool:
-    return any(t.confirm or any(a.elicit for a in t.args) for t in config.tools)
+    return any(t.confirm for t in config.tools) or any(a.elicit for t in config.tools for a in t.args)
 
 
 def new_core(config: config_module.Config, options: Options) -> Core:
@@ -148,7 +160,21 @@ def new_core(config: config_module.Config, options: Options) -> Core:
     secret = SecretSource(options.secret_file)
     if _needs_secret(config):
         secret()
-    return Core(config, secret, time.time, signing.NonceLedger(options.state_dir).consume)
+    return Core(config, secret, time.time, _consume_once(options.state_dir))
+
+
+def _consume_once(state_dir: Path) -> ConsumeOnce:
+    """The nonce ledger's `consume`, the ledger made at the first use: `signing` is not needed for
+    the first answers, only for a modern retry's requestState."""
+    ledger: list[signing.NonceLedger] = []
+
+    def consume(nonce: str, expires_at: float, now: float) -> bool:
+        if not ledger:
+            from mcpwrap import signing
+
+            ledger.append(signing.NonceLedger(state_dir))
+        return ledger[0].consume(nonce, expires_at, now)
+    return consume
 
 
 def encoded(message: dict[str, Any] | list[dict[str, Any]]) -> bytes | None:
@@ -192,6 +218,7 @@ def prepare(options: Options) -> None:
     _threshold = LEVELS.index(options.log_level)
     _raise_fd_limit()
     gc.freeze()                           # the tools live as long as the server: no collection need walk them
+    gc.enable()                           # `serve_command` left it off until now
 
 
 def _raise_fd_limit() -> None:
@@ -279,6 +306,13 @@ class Front:
                 return True
             self._poll(wake, None, reading=not self.eof and not self.pending and len(self.output) < OUTBOX_BYTES)
 
+    def answer_waiting(self, wake: int) -> None:
+        """Answer the requests already on stdin before trio's import starts to share the GIL with us
+        (a client writes `initialize` as it starts the server: it is there by now)."""
+        self._poll(wake, 0, reading=True)
+        self.decide()
+        self._poll(wake, 0, reading=False)
+
     def finish(self, wake: int) -> None:
         """The session ended before the hand-over: end it as `server.serve` does, without trio."""
         self.pending = []                 # as a cancellation would: what was decided never starts
@@ -345,16 +379,20 @@ def _front(front: Front, config: config_module.Config, options: Options) -> bool
     """Serve with the front while `server` imports in a thread; True once it has, to hand over."""
     wake, loaded = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     failure: list[BaseException] = []
-    importer = threading.Thread(target=_import_server, args=(config, options, loaded, failure), name="mcpwrap-import",
-                                daemon=True)
+    importer = None
     previous = signal.set_wakeup_fd(loaded)
     for signum in STOP_SIGNALS:
         signal.signal(signum, front.caught)       # kept until trio's receiver takes over: see server.serve
     interval = sys.getswitchinterval()
     sys.setswitchinterval(FRONT_SWITCH_S)
-    importer.start()
     try:
         with front:
+            front.answer_waiting(wake)
+            import threading              # only now: the answers already due are written (see _StderrLog)
+
+            importer = threading.Thread(target=_import_server, args=(config, options, loaded, failure),
+                                        name="mcpwrap-import", daemon=True)
+            importer.start()
             if front.serve(wake):
                 importer.join()           # it has written `loaded`: it is ending
                 if failure:
@@ -366,7 +404,7 @@ def _front(front: Front, config: config_module.Config, options: Options) -> bool
     finally:
         sys.setswitchinterval(interval)
         signal.set_wakeup_fd(previous)
-        if not importer.is_alive():       # else it still writes `loaded` once done
+        if importer is None or not importer.is_alive():   # else it still writes `loaded` once done
             os.close(wake)
             os.close(loaded)
 

@@ -25,6 +25,7 @@ RequestId = str | int
 
 @dataclass(frozen=True)
 class Request:
+    """A request from the client: it awaits exactly one answer for its id."""
     id: RequestId
     method: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -32,6 +33,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Notification:
+    """A message with no id: nothing answers it."""
     method: str
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -46,6 +48,7 @@ class Response:
 
 @dataclass(frozen=True)
 class Invalid:
+    """A line or item that is not a valid JSON-RPC message: answered with `code`."""
     code: int
     message: str
     id: RequestId | None = None     # echoed when the broken request had a usable id
@@ -53,6 +56,7 @@ class Invalid:
 
 @dataclass(frozen=True)
 class Batch:
+    """A JSON array of messages (revisions that have batches answer with one array)."""
     items: tuple[Request | Notification | Response | Invalid, ...]
 
 

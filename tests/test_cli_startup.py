@@ -7,10 +7,13 @@ regression, whatever the machine's speed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from mcpwrap import tasks
 from tests.harness import HANG_S, mcpwrap_cmd
@@ -99,3 +102,81 @@ def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp
     refused = subprocess.run(mcpwrap_cmd("call", str(tools), "echo", "-a", "text=far too long"), capture_output=True,
                              text=True, timeout=HANG_S, env={**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state")})
     assert refused.returncode == 2 and "'far too long' is too long" in refused.stderr
+
+
+FIRST_ANSWERS = """
+import sys
+sys.argv = ["mcpwrap", *sys.argv[1:]]
+from mcpwrap import cli, front, jsonrpc
+
+def first_answers(config, options):
+    # in the place of front.run: the core answers stdin's requests as the front does before trio
+    core = front.new_core(config, options)
+    for line in sys.stdin.buffer:
+        for action in core.receive(jsonrpc.decode_line(line)):
+            sys.stdout.buffer.write(front.encoded(action.message))
+    print(" ".join(sorted(sys.modules)), file=sys.stderr)
+    return 0
+
+front.run = first_answers
+cli.main()
+"""
+MODERN = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1"}}}
+FIRST_REQUESTS = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "tests", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+    {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 4, "method": "server/discover", "params": MODERN},
+    {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": MODERN}]
+# What calls, questions, content and tasks need, the default secret file's platformdirs, and
+# the threads (the import thread starts once the answers already due are written).
+NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
+    "threading", "queue",
+    "trio", "mcpwrap.server", "mcpwrap.runner", "mcpwrap.signing", "mcpwrap.result", "mcpwrap.spool",
+    "mcpwrap.templating", "mcpwrap.validation", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
+    "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts", "mcpwrap.protocol.actions"}
+
+
+@pytest.mark.parametrize(("content", "needed"), [
+    ("", set()),
+    ('[resources.notes]\npath = "notes.txt"\n[prompts.hello]\nmessages = [{ text = "hi" }]\n', {"mcpwrap.config_extra"})])
+def test_serve_answers_its_first_requests_with_no_module_they_do_not_need(tmp_path: Path, content: str,
+                                                                          needed: set[str]) -> None:
+    """initialize, ping, tools/list and server/discover are what the front answers while trio
+    loads: whatever they import is on every session's way to its first answer. The classes of
+    resources and prompts (config_extra) are made for a file that has some."""
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string" }\n' + content)
+    env = {**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    env.pop("MCPWRAP_SECRET_FILE", None)  # the default secret file, as a client config starts serve
+    stdin = "".join(json.dumps(request) + "\n" for request in FIRST_REQUESTS)
+    for _ in range(2):                    # the first sight of the file checks its schemas (jsonschema)
+        done = subprocess.run([sys.executable, "-c", FIRST_ANSWERS, "serve", str(tools)], input=stdin,
+                              capture_output=True, text=True, timeout=HANG_S, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2, 3, 4, 5] and all("result" in a for a in answers), answers
+    assert answers[2]["result"]["tools"][0]["name"] == "echo"
+    modules = set(done.stderr.splitlines()[-1].split(" "))
+    not_needed = (NOT_FOR_THE_FIRST_ANSWERS | {"mcpwrap.config_extra"}) - needed
+    assert needed <= modules
+    assert not {m for m in modules if m.split(".")[0] in NEVER or m in not_needed}, "the first answers load what they do not use"
+
+
+def test_the_default_secret_file_is_platformdirs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve` writes the XDG rule out instead of importing platformdirs before its first answer."""
+    import platformdirs
+
+    from mcpwrap.cli import _default_secret_file
+
+    for xdg in (None, "/x/config", "  ", "relative/config"):
+        if xdg is None:
+            monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+        else:
+            monkeypatch.setenv("XDG_CONFIG_HOME", xdg)
+        assert _default_secret_file() == platformdirs.user_config_path("mcpwrap") / "secret"

@@ -286,3 +286,57 @@ def test_toolsets_select_by_name_and_read_only_hint(tmp_path: Path) -> None:
     assert names(config.Toolset(only=frozenset({"b", "c"}))) == ["b", "c"]
     assert names(config.Toolset(exclude=frozenset({"a"}), read_only=False)) == ["b", "c"]
     assert config.Toolset(only=frozenset({"b", "zz"})).unknown(loaded) == ["zz"]
+
+
+ELEMENT_ARGS = ('args.o = { type = "object" }\nargs.b = { type = "boolean", flag = "--b" }\n'
+                'args.l = { type = "array", items = { type = "string" } }\n'
+                'args.m = { type = "array", items = { type = "string" } }\nargs.s = { type = "string" }\n')
+
+
+@pytest.mark.parametrize(("command", "words"), [
+    ('["x", "{o}"]', "object argument 'o' cannot be a placeholder"),
+    ('["x", "-{o}"]', "object argument 'o' cannot be a placeholder"),
+    ('["x", "{nope}"]', "placeholder '{nope}' names no argument"),
+    ('["x", "{s}{nope}"]', "placeholder '{nope}' names no argument"),
+    ('["x", "--f={b}"]', "flag argument '{b}' must be a whole command element"),
+    ('["x", "{l}{m}"]', "command[1] holds two array placeholders"),
+    ('["x", "{b}", "{l}", "{s}", "-{s}-", ["-o", "{s}"]]', None),
+])
+def test_command_elements_are_checked_whole_or_in_part(tmp_path: Path, command: str, words: str | None) -> None:
+    """An element that is one placeholder takes a shorter way through the checks than one with
+    text around it: both must refuse the same things."""
+    (tmp_path / "t.toml").write_text(f'[tools.t]\ncommand = {command}\n{ELEMENT_ARGS}')
+    if words is None:
+        assert config.load(tmp_path / "t.toml").tools[0].command is not None
+        return
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(tmp_path / "t.toml")
+    assert [p.message for p in caught.value.problems if words in p.message], str(caught.value)
+
+
+@pytest.mark.parametrize(("snippet", "codes"), [
+    ("", {0}), ("success_codes = [0, 1]", {0, 1}), ("success_codes = []", None), ("success_codes = [256]", None),
+    ("success_codes = [true]", None), ('success_codes = "0"', None)])
+def test_success_codes(tmp_path: Path, snippet: str, codes: set[int] | None) -> None:
+    (tmp_path / "t.toml").write_text(f'[tools.t]\ncommand = ["true"]\n{snippet}\n')
+    if codes is not None:
+        assert config.load(tmp_path / "t.toml").tools[0].success_codes == codes
+        return
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(tmp_path / "t.toml")
+    assert "success_codes" in str(caught.value) and caught.value.problems[0].line == 3
+
+
+def test_loaded_tools_and_arguments_are_what_their_dataclasses_make(tmp_path: Path) -> None:
+    """The loader sets their fields without the generated __init__: every field, nothing else,
+    so a tool equals the one its __init__ makes of the same values."""
+    from dataclasses import fields
+
+    tools = config.load(Path(__file__).parent / "fixtures" / "conformance.toml").tools
+    tools += config.load(Path(__file__).parent / "fixtures" / "census.toml").tools
+    assert any(t.args for t in tools)
+    for made in [*tools, *(a for t in tools for a in t.args)]:
+        names = [f.name for f in fields(made)]
+        assert set(names) <= set(vars(made)) <= set(names) | {"input_schema", "call_schema"}   # and cached schemas
+        again = type(made)(**{name: getattr(made, name) for name in names})
+        assert again == made and repr(again) == repr(made)

@@ -337,3 +337,26 @@ def test_a_client_that_never_reads_stdout_still_gets_a_server_that_ends(tmp_path
         proc.stdout.close()
         if not proc.stdin.closed:
             proc.stdin.close()
+
+
+def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path: Path, pipes: dict[str, int],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import thread would share the GIL with the front: it starts once the requests a client
+    wrote as it spawned the server are answered and written."""
+    os.write(pipes["in_w"], line(1, "initialize", INIT) + line(2, "ping") + call(3))
+    written_first: list[bytes] = []
+
+    def importer(config: Any, loaded: int, failure: list[BaseException]) -> None:
+        written_first.append(drain(pipes["out_r"]))
+        os.write(loaded, LOADED)
+
+    monkeypatch.setattr(front_module, "_import_server", importer)
+    handlers = {signum: signal.getsignal(signum) for signum in front_module.STOP_SIGNALS}
+    try:
+        front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
+        assert front_module._front(front, CONFIG)       # handed over, the call pending
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert [json.loads(x)["id"] for x in written_first[0].splitlines()] == [1, 2]
+    assert [type(a) for a in front.pending] == [StartCall]

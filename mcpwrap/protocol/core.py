@@ -18,6 +18,10 @@ the injected `consume_once(nonce, expires_at, now)` just before the call (or
 task) starts, so one accepted confirmation authorises one run; a replay is
 -32602. Each `StartTimer` is matched by a `CancelTimer` when its question ends
 before the timer fires.
+
+The modules of calls, questions, content, tasks and the secret are imported where they are used:
+the first answers (`initialize`, `ping`, the tool list), which the front gives while trio loads,
+need none of them.
 """
 
 from __future__ import annotations
@@ -27,22 +31,28 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias
 
 from mcpwrap import jsonrpc
-from mcpwrap.config import Config, Prompt, Tool
+from mcpwrap.config import Config, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
-from mcpwrap.protocol import asking, modern, prompts, resources, tasking
+from mcpwrap.protocol import modern
 from mcpwrap.protocol.legacy import LegacySession, level_allows
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
                                         Revision)
 from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, parse_call, progress_params,
                                     render_result)
-from mcpwrap.result import Block, Text, ToolResult, error_result
-from mcpwrap.result import Resource as Contents
-from mcpwrap.spool import Page
-from mcpwrap.protocol.tasking import TaskRecord
-from mcpwrap.signing import Keyring, LedgerError
+
+if TYPE_CHECKING:
+    from mcpwrap.config import Prompt
+    from mcpwrap.protocol.actions import (CancelCall, CancelTimer, Complete, GetPrompt, ReadResource, StartCall,
+                                          StartTimer, TaskOp)
+    from mcpwrap.protocol import asking, resources
+    from mcpwrap.protocol.tasking import TaskRecord
+    from mcpwrap.result import Block, ToolResult
+    from mcpwrap.result import Resource as Contents
+    from mcpwrap.signing import Keyring
+    from mcpwrap.spool import Page
 
 
 @dataclass(frozen=True)
@@ -64,78 +74,29 @@ class Context:
 # --- actions the driver carries out -------------------------------------------------------
 @dataclass(frozen=True)
 class Send:
+    """Write this message (or a batch's answers) to the client."""
     message: dict[str, Any] | list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class StartCall:
-    ctx: Context
-    tool: Tool
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class CancelCall:
-    id: RequestId
-
-
-@dataclass(frozen=True)
-class StartTimer:
-    key: str
-    seconds: float
-
-
-@dataclass(frozen=True)
-class CancelTimer:
-    """The question a StartTimer guarded has ended: drop the timer with it."""
-    key: str
-
-
-@dataclass(frozen=True)
 class Stderr:
+    """A line for mcpwrap's own log."""
     text: str
     level: str = "info"                   # debug | info | warning | error, filtered by --log-level
 
 
-@dataclass(frozen=True)
-class TaskOp:
-    """A task-store operation; `tasks.perform` reports back through the `Core.task_*` methods.
-
-    `watch` follows a task this process created, for the legacy session's status notifications.
-    """
-    ctx: Context
-    op: str                               # create | get | result | list | cancel | update | watch
-    task_id: str | None = None
-    tool: Tool | None = None
-    arguments: dict[str, Any] | None = None
-    cursor: str | None = None
+Action: TypeAlias = ("Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource"
+                     " | GetPrompt | Complete")
+LATER = {"StartCall", "CancelCall", "StartTimer", "CancelTimer", "TaskOp", "ReadResource", "GetPrompt", "Complete"}
 
 
-@dataclass(frozen=True)
-class ReadResource:
-    """Read a file, run a resource's command or read a spool page; reported to `Core.resource_read`."""
-    ctx: Context
-    target: resources.Target
+def __getattr__(name: str) -> Any:
+    """`core.StartCall` and the other actions of `actions`, made when first named."""
+    if name in LATER:
+        from mcpwrap.protocol import actions
 
-
-@dataclass(frozen=True)
-class GetPrompt:
-    """Resolve a prompt's resource and command messages; reported to `Core.prompt_done`."""
-    ctx: Context
-    prompt: Prompt
-    arguments: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Complete:
-    """Run a `complete` command; its output lines are reported to `Core.completed`."""
-    ctx: Context
-    command: tuple[str, ...]
-    prefix: str
-
-
-Action = (Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource | GetPrompt
-          | Complete)
+        return getattr(actions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?
 
 ELICIT_TIMEOUT_S = 600.0
@@ -143,6 +104,7 @@ ELICIT_TIMEOUT_S = 600.0
 
 @dataclass
 class _BatchState:
+    """The requests of one batch still unanswered, and the answers held until they are."""
     waiting: set[RequestId] = field(default_factory=set)
     answers: list[dict[str, Any]] = field(default_factory=list)
 
@@ -346,6 +308,10 @@ class Core:
         return {r.uri: r.path for r in self.config.resources if r.path is not None and r.uri is not None}
 
     def _content(self, ctx: Context) -> list[Action]:
+        from mcpwrap.protocol import prompts, resources
+        from mcpwrap.protocol.actions import Complete, GetPrompt, ReadResource
+        from mcpwrap.result import Text
+
         method, params, cursor = ctx.method, ctx.params, ctx.params.get("cursor")
         if method == "resources/list":
             return [self._listed(ctx, resources.list_resources(self.config, ctx.rev, cursor, self.page_size))]
@@ -375,6 +341,8 @@ class Core:
         return self.reply(ctx, modern.cacheable(page) if ctx.modern else page)
 
     def _subscribe(self, ctx: Context) -> list[Action]:
+        from mcpwrap.protocol import resources
+
         uri = ctx.params.get("uri")
         target = resources.resolve(self.config, uri, ctx.rev)
         if not (isinstance(target, resources.Source) and target.uri in self.files()):
@@ -399,6 +367,8 @@ class Core:
     @_answers
     def resource_read(self, ctx: Context, target: resources.Target, outcome: Page | list[Contents] | None) -> list[Action]:
         """A read's outcome: a spool page (None: gone) or a resource's contents."""
+        from mcpwrap.protocol import resources
+
         if not self._settled(ctx):
             return []
         uri = ctx.params["uri"]
@@ -417,14 +387,21 @@ class Core:
 
     @_answers
     def prompt_done(self, ctx: Context, prompt: Prompt, blocks: list[tuple[str, Block]]) -> list[Action]:
+        from mcpwrap.protocol import prompts
+
         return [self.reply(ctx, prompts.get_result(prompt, blocks, ctx.rev))] if self._settled(ctx) else []
 
     @_answers
     def completed(self, ctx: Context, candidates: list[str], prefix: str) -> list[Action]:
+        from mcpwrap.protocol import prompts
+
         return [self.reply(ctx, prompts.complete_result(candidates, prefix))] if self._settled(ctx) else []
 
     # --- tools/call pipeline ------------------------------------------------------------
     def _call(self, ctx: Context) -> list[Action]:
+        from mcpwrap.protocol import asking
+        from mcpwrap.result import ToolResult
+
         request = parse_call(self.config, ctx.params)
         as_task = self._task_decision(ctx, request.tool)
         if ctx.modern and ("requestState" in ctx.params or "inputResponses" in ctx.params):
@@ -439,6 +416,8 @@ class Core:
     def _task_decision(self, ctx: Context, tool: Tool) -> bool:
         """Whether this call becomes a task; raises the revision's error when it cannot run."""
         if ctx.rev.has("tasks.core"):
+            from mcpwrap.protocol import tasking
+
             tasking.check_task_params(ctx.params)
             asked = isinstance(ctx.params.get("task"), dict)
             if asked and tool.task == "never":
@@ -455,6 +434,10 @@ class Core:
 
     def _advance(self, pending: asking.Pending) -> list[Action]:
         """Ask what is still missing, or start the call (or task)."""
+        from mcpwrap.protocol import asking
+        from mcpwrap.protocol.actions import StartCall, TaskOp
+        from mcpwrap.result import ToolResult
+
         ctx = pending.ctx
         step = asking.next_step(pending)
         if isinstance(step, ToolResult):
@@ -472,6 +455,8 @@ class Core:
 
     def _consume(self, nonce: str, expires_at: float) -> None:
         """The retry's requestState authorises this run and no other, in any process sharing the ledger."""
+        from mcpwrap.signing import LedgerError
+
         try:
             first = self.consume_once(nonce, expires_at, self.clock())
         except LedgerError as exc:
@@ -481,6 +466,10 @@ class Core:
             raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
 
     def _ask(self, pending: asking.Pending, question: asking.Question) -> list[Action]:
+        from mcpwrap.protocol import asking
+        from mcpwrap.protocol.actions import StartTimer
+        from mcpwrap.result import error_result
+
         ctx = pending.ctx
         if ctx.modern:
             if not asking.can_ask(ctx.capabilities):
@@ -508,6 +497,10 @@ class Core:
 
     def _answer(self, response: Response) -> list[Action]:
         """A client's answer to our elicitation/create."""
+        from mcpwrap.protocol import asking
+        from mcpwrap.protocol.actions import CancelTimer
+        from mcpwrap.result import error_result
+
         key = str(response.id)
         pending = self.asks.pop(key, None)
         if pending is None:
@@ -522,6 +515,8 @@ class Core:
         return [CancelTimer(key), *self._continue(pending, outcome)]
 
     def _continue(self, pending: asking.Pending, outcome: asking.Pending | ToolResult) -> list[Action]:
+        from mcpwrap.result import ToolResult
+
         ctx = pending.ctx
         try:
             if isinstance(outcome, ToolResult):
@@ -532,6 +527,8 @@ class Core:
 
     @_answers
     def timer(self, key: str) -> list[Action]:
+        from mcpwrap.result import error_result
+
         pending = self.asks.pop(key, None)
         if pending is None:
             return []
@@ -610,6 +607,8 @@ class Core:
             if self.listens.pop(request_id, None) is not None:
                 return self._drop_from_batch(request_id)
             if self.inflight.pop(request_id, None) is not None:
+                from mcpwrap.protocol.actions import CancelCall, CancelTimer
+
                 withdrawn: list[Action] = []
                 for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
                     del self.asks[key]             # withdraw our question too: the client can close its dialog
@@ -638,6 +637,8 @@ class Core:
 
     # --- tasks (store I/O happens in the driver) ----------------------------------------
     def _task_request(self, ctx: Context) -> list[Action]:
+        from mcpwrap.protocol.actions import TaskOp
+
         task_id = ctx.params.get("taskId")
         if ctx.method in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/update"):
             if not isinstance(task_id, str):
@@ -660,6 +661,9 @@ class Core:
     @_answers
     def task_created(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """The task handle; a legacy session also gets a watcher for its status notifications."""
+        from mcpwrap.protocol import tasking
+        from mcpwrap.protocol.actions import TaskOp
+
         if not self._settled(ctx):
             return []
         result = tasking.create_result(record, ctx.rev)
@@ -671,6 +675,8 @@ class Core:
 
     @_answers
     def task_status(self, ctx: Context, record: TaskRecord) -> list[Action]:
+        from mcpwrap.protocol import tasking
+
         if not self._settled(ctx):
             return []
         return [self.reply(ctx, tasking.modern_detailed(record, ctx.rev) if ctx.modern
@@ -679,6 +685,8 @@ class Core:
     @_answers
     def task_cancelled(self, ctx: Context, record: TaskRecord, was_terminal: bool) -> list[Action]:
         """2025-11-25 answers with the task (-32602 if it had finished); the extension only acks."""
+        from mcpwrap.protocol import tasking
+
         if not self._settled(ctx):
             return []
         if ctx.modern:
@@ -693,6 +701,8 @@ class Core:
 
     @_answers
     def task_page(self, ctx: Context, records: list[TaskRecord], next_cursor: str | None) -> list[Action]:
+        from mcpwrap.protocol import tasking
+
         return [self.reply(ctx, tasking.legacy_list(records, next_cursor))] if self._settled(ctx) else []
 
     def task_waiting(self, ctx: Context) -> bool:
@@ -702,6 +712,8 @@ class Core:
     @_answers
     def task_payload(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """tasks/result of a terminal task: the call's result (or error), unless the client cancelled."""
+        from mcpwrap.protocol import tasking
+
         if not self._settled(ctx):
             return []
         try:
@@ -711,6 +723,8 @@ class Core:
 
     def task_changed(self, ctx: Context, previous: TaskRecord | None, current: TaskRecord) -> list[Action]:
         """A watched task moved: progress on the call's token, then notifications/tasks/status."""
+        from mcpwrap.protocol import tasking
+
         if not self.session.open:
             return []
         actions: list[Action] = []

@@ -44,6 +44,7 @@ REFUSES: dict[State, tuple[Callable[[str], bool], str]] = {
 
 @dataclass
 class LegacySession:
+    """The one legacy session of a process: its state, negotiated revision and client facts."""
     state: State = State.NEW
     rev: Revision = LATEST_LEGACY
     client_capabilities: dict[str, Any] = field(default_factory=dict)

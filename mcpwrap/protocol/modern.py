@@ -38,6 +38,7 @@ def is_modern(method: str, params: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class ModernMeta:
+    """What a modern request's `_meta` says: revision, capabilities, log level, progress token."""
     rev: Revision
     capabilities: dict[str, Any]
     log_level: str | None

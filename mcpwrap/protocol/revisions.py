@@ -65,6 +65,7 @@ MODERN_CODES = _BASE_CODES | {-32021, -32022}
 
 @dataclass(frozen=True)
 class Revision:
+    """One protocol revision: the features, methods and error codes it defines."""
     version: str
     features: frozenset[str]
     methods: frozenset[str]

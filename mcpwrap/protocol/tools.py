@@ -11,12 +11,13 @@ import base64
 import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpwrap.config import Config, Tool
 from mcpwrap.protocol.revisions import Revision
-from mcpwrap.result import (NO_STRUCTURED, Block, Media, ResourceLink, Text, ToolResult,
-                            block_to_json)
+
+if TYPE_CHECKING:
+    from mcpwrap.result import Block, ToolResult
 
 PAGE_SIZE = 500
 TASK_SUPPORT = {"optional": "optional", "always": "required"}
@@ -92,6 +93,7 @@ def list_page(config: Config, rev: Revision, cursor: Any, page_size: int = PAGE_
 
 @dataclass(frozen=True)
 class CallRequest:
+    """A tools/call's tool and arguments, checked against the tools file."""
     tool: Tool
     arguments: dict[str, Any]
 
@@ -113,6 +115,8 @@ def parse_call(config: Config, params: Mapping[str, Any]) -> CallRequest:
 
 
 def _down_convert(block: Block, rev: Revision) -> Block:
+    from mcpwrap.result import Media, ResourceLink, Text   # here: the first answers (the lists) render no result
+
     if isinstance(block, Media) and block.kind == "audio" and not rev.has("content.audio"):
         size = len(block.data) * 3 // 4
         return Text(f"[audio output ({block.mime_type}, about {size} bytes) omitted: "
@@ -126,10 +130,14 @@ def _down_convert(block: Block, rev: Revision) -> Block:
 
 
 def render_block(block: Block, rev: Revision) -> dict[str, Any]:
+    from mcpwrap.result import block_to_json
+
     return block_to_json(_down_convert(block, rev))
 
 
 def render_result(result: ToolResult, rev: Revision) -> dict[str, Any]:
+    from mcpwrap.result import NO_STRUCTURED
+
     out: dict[str, Any] = {"content": [render_block(b, rev) for b in result.content]}
     structured = result.structured
     if structured is not NO_STRUCTURED and rev.has("result.structuredContent") and (
