@@ -346,7 +346,7 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
     os.write(pipes["in_w"], line(1, "initialize", INIT) + line(2, "ping") + call(3))
     written_first: list[bytes] = []
 
-    def importer(config: Any, loaded: int, failure: list[BaseException]) -> None:
+    def importer(config: Any, options: Options, loaded: int, failure: list[BaseException]) -> None:
         written_first.append(drain(pipes["out_r"]))
         os.write(loaded, LOADED)
 
@@ -354,7 +354,7 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
     handlers = {signum: signal.getsignal(signum) for signum in front_module.STOP_SIGNALS}
     try:
         front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
-        assert front_module._front(front, CONFIG)       # handed over, the call pending
+        assert front_module._front(front, CONFIG, Options(tmp_path / "secret", tmp_path / "state"))   # handed over
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
