@@ -64,7 +64,8 @@ class Client:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "mcpwrap", "serve", str(root / "tools.toml"), "--state-dir", str(root / "state"),
              "--secret-file", str(root / "secret"), "--no-watch"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(root / "serve.stderr", "wb"), cwd=root)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(root / "serve.stderr", "wb"), cwd=root,
+            env=B.server_env())                   # bytecode cached, as an installed package has it
         self.ids = iter(range(1, 1 << 30))
         self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                     "clientInfo": {"name": "scale_tasks", "version": "1"}})

@@ -75,6 +75,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import gc
 import hashlib
 import hmac
 import os
@@ -1100,7 +1101,10 @@ def main(argv: list[str] | None = None) -> int:
             import trio
 
             return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
-        from mcpwrap import runner        # noqa: F401  (trio too: imported once here, not after each fork)
+        gc.disable()                      # as `mcpwrap call`: no collection passes over what imports make
+        from mcpwrap import runner, spool  # noqa: F401  (trio too: imported once here, not after each fork)
+        gc.freeze()                       # and what they made is never scanned again, here or in a fork
+        gc.enable()
 
         with socket.socket(fileno=int(args[3])) as channel:
             work = _serve_forks(Store(Path(args[1])), Path(args[2]), channel)
