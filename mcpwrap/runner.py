@@ -425,10 +425,22 @@ def containment() -> str:
     return f"cgroup v2 at {path}" if path else "environment tag sweep"
 
 
+@functools.cache
+def _devnull() -> int:
+    """Kept open for every call's stdin (DEVNULL opens and closes it each spawn)."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+
+@functools.cache
+def _last_pid_fd() -> int:
+    return os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY | os.O_CLOEXEC)
+
+
 def _last_pid() -> int:
+    """The pid last handed out: one pread of a file kept open (read twice a call, from two threads)."""
     try:
-        return int(_read("/proc/sys/kernel/ns_last_pid"))
-    except ValueError:
+        return int(os.pread(_last_pid_fd(), 32, 0))
+    except (OSError, ValueError):
         return -1
 
 
@@ -915,7 +927,7 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     in_r, in_w = os.pipe2(os.O_CLOEXEC) if stdin_pipe else (None, None)
-    options: dict[str, Any] = dict(stdin=subprocess.DEVNULL if in_r is None else in_r, stdout=out_w, stderr=err_w,
+    options: dict[str, Any] = dict(stdin=_devnull() if in_r is None else in_r, stdout=out_w, stderr=err_w,
                                    cwd=cwd, env=env, start_new_session=True, close_fds=True,
                                    preexec_fn=confinement.preexec if confinement else None)
     ours = [fd for fd in (out_r, err_r, in_w) if fd is not None]
