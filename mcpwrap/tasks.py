@@ -694,8 +694,10 @@ class Forker:
     would need a socket in the state dir with peer checks, a lifetime policy and a way to
     retire a daemon of an older mcpwrap version. The forker lives exactly as long as its
     server's end of a socketpair, so none of that arises; what it costs is one idle
-    interpreter per server (~27 MiB RSS) and tasks created in its first ~0.3 s wait for its
-    imports. The forked supervisor is what `python -m mcpwrap.tasks` runs (the same
+    interpreter per server (~27 MiB RSS). It is started before the server's own imports, so
+    the first task waits little or not at all for the forker's (~20 ms created -> started
+    with a kept state dir, ~50 ms in a fresh one, where the tools file's first validation
+    delays the server's first answer and so the forker's start). The forked supervisor is what `python -m mcpwrap.tasks` runs (the same
     `supervise`, MAC check first), so every guarantee of the slow path holds.
 
     A task travels as its id plus its running slot's fd (SCM_RIGHTS), so the slot stays
