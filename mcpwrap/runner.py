@@ -27,8 +27,8 @@ starts a watchdog, a shell reading a pipe only that process holds. A process
 that leaves with every call ended writes one line, `ended`, as it exits; at EOF
 (the process is gone, however) without it, the watchdog becomes a Python that
 kills its cgroups and every process whose call tag carries the process's prefix.
-Nothing is written per call: a line per call start and end cost the loop a
-write and the shell a wake-up each, 17 % of a pipelined burst's samples.
+Nothing is written per call (a line per call start and end cost the loop a
+write, and the shell a wake-up and a read per byte, each).
 
 Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
 on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
