@@ -427,5 +427,5 @@ def start_task_forker(config: config_module.Config, options: Options) -> None:
     imports, it has made its by the first call: the first task's command starts within ms of its
     creating response (it waited ~100 ms for the forker's imports when trio started it)."""
     if any(tool.task != "never" for tool in config.tools):
-        from mcpwrap import tasks
-        tasks.prewarm(options.state_dir, config.path, options.secret_file)
+        from mcpwrap import forker
+        forker.prewarm(options.state_dir, config.path, options.secret_file)

@@ -55,8 +55,8 @@ runner's), polls the record every 100 ms (a cancel there cancels the run,
 which kills the process group) and records progress and the outcome. It
 outlives `mcpwrap serve`. The creating request waits for none of this: it
 returns once the record is durable. A server with task tools starts a
-`Forker` that forks supervisors from an interpreter that has imported all
-this already, so a command starts milliseconds after its task is created;
+forker (`mcpwrap.forker`) that forks supervisors from an interpreter that has
+imported all this already, so a command starts milliseconds after its task is created;
 without one, `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE` runs the
 same `supervise`. A reader that finds a running task whose supervisor is gone
 (or never claimed it within START_GRACE_S) marks it failed and kills what the
@@ -95,7 +95,9 @@ import orjson
 
 from mcpwrap import config as config_module
 from mcpwrap import signing
+from mcpwrap import forker
 from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
+from mcpwrap.forker import store_root
 from mcpwrap.limits import proc_stat
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
@@ -142,11 +144,6 @@ class TooManyTasks(Exception):
     def __init__(self, running: int) -> None:
         super().__init__(f"{running} task{' is' if running == 1 else 's are'} already running (--max-tasks); "
                          "wait for one to finish or raise the limit")
-
-
-def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
-    digest = hashlib.sha256(str(Path(tools_file).resolve()).encode()).hexdigest()[:16]
-    return Path(state_dir) / digest / "tasks"
 
 
 def process_start(pid: int, zombies: bool = False) -> int | None:
@@ -655,7 +652,7 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                 arguments: Mapping[str, Any], ttl_ms: int, keyring: signing.Keyring, secret_file: Path,
                 max_running: int = MAX_RUNNING) -> TaskRecord:
     """Take a running slot (TooManyTasks past `max_running`), write the signed record, and hand
-    it to a supervisor, which claims it: the store's forker if `prewarm` started one, else a
+    it to a supervisor, which claims it: the store's forker if `forker.prewarm` started one, else a
     fresh interpreter. Returns once the record is durable; nothing else is waited for."""
     task_id = new_id()
     slot = store.reserve(task_id, max_running)
@@ -665,9 +662,8 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
                               task_id=task_id)
         try:
-            with _FORKERS_LOCK:           # a forker being started is waited for, not missed
-                forker = _FORKERS.get((store.root, Path(secret_file).absolute()))
-            if forker is None or not forker.fork(task_id, slot):
+            running = forker.running(store.root, Path(secret_file).absolute())
+            if running is None or not running.fork(task_id, slot):
                 spawn_supervisor(store, task_id, secret_file, slot)
         except OSError:
             for suffix in (".json", ".log", ".lock"):
@@ -681,85 +677,7 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
     return record
 
 
-# --- the forker: supervisors forked from an interpreter that has imported everything ---------
-class Forker:
-    """A child of the server, started with it, that has imported this module, trio, the runner
-    and the config loader (`main` does, before its first fork) and forks one supervisor per
-    task it is sent: the command starts milliseconds after the record is durable instead of
-    after a fresh interpreter's imports.
-
-    Why a fork server and not the alternatives: a trio-free supervisor would duplicate the
-    runner (process group, cgroup/tag sweep, timeout, output cap); forking the server itself is
-    unsafe (threads, a running trio loop); a long-lived per-store daemon that outlives servers
-    would need a socket in the state dir with peer checks, a lifetime policy and a way to
-    retire a daemon of an older mcpwrap version. The forker lives exactly as long as its
-    server's end of a socketpair, so none of that arises; what it costs is one idle
-    interpreter per server (~27 MiB RSS). It is started before the server's own imports, so
-    the first task waits little or not at all for the forker's (~20 ms created -> started
-    with a kept state dir, ~50 ms in a fresh one, where the tools file's first validation
-    delays the server's first answer and so the forker's start). The forked supervisor is what `python -m mcpwrap.tasks` runs (the same
-    `supervise`, MAC check first), so every guarantee of the slow path holds.
-
-    A task travels as its id plus its running slot's fd (SCM_RIGHTS), so the slot stays
-    locked across the hand-over; a send that fails (its queue is full, it died) returns False
-    and the caller starts a fresh supervisor instead, and a dead forker is replaced then. If
-    the forker dies holding a task it has not forked yet, the slot frees itself and the
-    unclaimed record is reported failed after START_GRACE_S. Between tasks it forks the
-    store's collection pass (`maybe_gc`) every GC_INTERVAL_S, so no request waits for one.
-    """
-
-    def __init__(self, store: Store, secret_file: Path) -> None:
-        self.key = (store.root, secret_file)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "mcpwrap.tasks", "--forker", str(store.root), str(secret_file),
-                 str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, pass_fds=(theirs.fileno(),))
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        self.socket = ours
-        threading.Thread(target=self.process.wait, name=f"reap-{self.process.pid}", daemon=True).start()
-
-    def fork(self, task_id: str, slot: int) -> bool:
-        """Queue a supervisor for `task_id`; False if the forker cannot take it."""
-        try:
-            socket.send_fds(self.socket, [task_id.encode()], [slot])
-        except BlockingIOError:
-            return False                  # a backlog: this task takes the slow way
-        except OSError:
-            self.socket.close()
-            with _FORKERS_LOCK:
-                if _FORKERS.get(self.key) is self:
-                    del _FORKERS[self.key]
-            _start_forker(*self.key)      # gone: the next task is fast again
-            return False
-        return True
-
-
-_FORKERS: dict[tuple[Path, Path], Forker] = {}   # (store root, secret file) -> this process's forker
-_FORKERS_LOCK = threading.Lock()
-
-
-def prewarm(state_dir: Path, tools_file: Path, secret_file: Path) -> None:
-    """Start this process's forker for the store of `tools_file` (a server with task tools)."""
-    _start_forker(store_root(state_dir, tools_file).absolute(), Path(secret_file).absolute())
-
-
-def _start_forker(root: Path, secret_file: Path) -> None:
-    with _FORKERS_LOCK:
-        if (root, secret_file) in _FORKERS:
-            return
-        try:
-            _FORKERS[root, secret_file] = Forker(Store(root), secret_file)
-        except OSError as exc:            # tasks still run, each in a fresh interpreter
-            sys.stderr.write(f"mcpwrap: cannot start the task forker: {exc}\n")
-
-
+# --- the forker's side: supervisors forked from an interpreter that has imported everything ---
 def _serve_forks(store: Store, secret_file: Path, channel: socket.socket) -> Callable[[], int] | None:
     """The forker's loop. Returns None in the forker once the server's end is closed (what was
     queued before that is still forked); in each forked child, the work that child does."""
@@ -1094,12 +1012,12 @@ USAGE = ("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE\n"
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    forker = len(args) == 4 and args[0] == "--forker" and args[3].isdigit()
-    if not forker and (len(args) != 3 or not valid_id(args[1])):
+    forking = len(args) == 4 and args[0] == "--forker" and args[3].isdigit()
+    if not forking and (len(args) != 3 or not valid_id(args[1])):
         sys.stderr.write(USAGE)
         return 2
     try:
-        if not forker:
+        if not forking:
             import trio
 
             return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
