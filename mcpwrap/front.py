@@ -40,6 +40,7 @@ from mcpwrap.protocol.core import ConsumeOnce, Core, Send, Stderr
 
 if TYPE_CHECKING:
     import queue
+    import threading
 
     from mcpwrap import signing
     from mcpwrap.protocol.core import Action
@@ -390,7 +391,8 @@ def _front(front: Front, config: config_module.Config, options: Options) -> bool
             front.answer_waiting(wake)
             import threading              # only now: the answers already due are written (see _StderrLog)
 
-            importer = threading.Thread(target=_import_server, args=(config, options, loaded, failure),
+            gate, ended = threading.Lock(), list[bool]()
+            importer = threading.Thread(target=_import_server, args=(config, options, loaded, failure, gate, ended),
                                         name="mcpwrap-import", daemon=True)
             importer.start()
             if front.serve(wake):
@@ -399,7 +401,8 @@ def _front(front: Front, config: config_module.Config, options: Options) -> bool
                     raise failure[0]
                 return True
             front.finish(wake)
-        importer.join(FLUSH_S)            # its log line written, its containment set up (and removed at exit)
+        with gate:                        # a containment set up meanwhile is whole (and removed at exit); none
+            ended.append(True)            # is set up after: the session ends without waiting for trio's import
         return False
     finally:
         sys.setswitchinterval(interval)
@@ -409,13 +412,17 @@ def _front(front: Front, config: config_module.Config, options: Options) -> bool
             os.close(loaded)
 
 
-def _import_server(config: config_module.Config, options: Options, loaded: int, failure: list[BaseException]) -> None:
-    """In a thread: start the task forker, then import trio, the runner and the driver; say which
-    containment is in force."""
+def _import_server(config: config_module.Config, options: Options, loaded: int, failure: list[BaseException],
+                   gate: threading.Lock, ended: list[bool]) -> None:
+    """In a thread: start the task forker, then import trio, the runner and the driver; unless the
+    session `ended` in the front meanwhile, say which containment is in force (setting it up)."""
     try:
         start_task_forker(config, options)
         from mcpwrap import runner, server  # noqa: F401  (server: imported for the hand-over)
-        log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path}; containment: {runner.containment()}")
+        with gate:
+            if not ended:
+                log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path}; "
+                    f"containment: {runner.containment()}")
     except BaseException as exc:  # re-raised by the front at the hand-over
         failure.append(exc)
     finally:

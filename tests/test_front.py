@@ -346,7 +346,7 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
     os.write(pipes["in_w"], line(1, "initialize", INIT) + line(2, "ping") + call(3))
     written_first: list[bytes] = []
 
-    def importer(config: Any, options: Options, loaded: int, failure: list[BaseException]) -> None:
+    def importer(config: Any, options: Options, loaded: int, failure: list[BaseException], *gate: Any) -> None:
         written_first.append(drain(pipes["out_r"]))
         os.write(loaded, LOADED)
 
@@ -360,3 +360,30 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
             signal.signal(signum, handler)
     assert [json.loads(x)["id"] for x in written_first[0].splitlines()] == [1, 2]
     assert [type(a) for a in front.pending] == [StartCall]
+
+
+def test_a_session_that_ends_in_the_front_neither_waits_for_the_import_nor_sets_up_containment_after(
+        tmp_path: Path, pipes: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """EOF right after `initialize`: the front returns while the import thread is still held, and
+    that thread, once free, sets nothing up (a server cgroup made then would outlive the exit)."""
+    from mcpwrap import runner
+
+    release = threading.Event()
+    set_up: list[str] = []
+    monkeypatch.setattr(front_module, "start_task_forker", lambda config, options: release.wait(HANG_S))
+    monkeypatch.setattr(runner, "containment", lambda: set_up.append("containment") or "none")
+    os.write(pipes["in_w"], line(1, "initialize", INIT))
+    os.close(pipes["in_w"])
+    handlers = {signum: signal.getsignal(signum) for signum in front_module.STOP_SIGNALS}
+    try:
+        front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
+        assert not front_module._front(front, CONFIG, Options(tmp_path / "secret", tmp_path / "state"))
+        [importer] = [t for t in threading.enumerate() if t.name == "mcpwrap-import"]
+        assert importer.is_alive()                     # returned without waiting for it
+    finally:
+        release.set()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    importer.join(HANG_S)
+    assert not importer.is_alive() and set_up == []
+    assert [json.loads(x)["id"] for x in drain(pipes["out_r"]).splitlines()] == [1]
