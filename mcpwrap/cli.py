@@ -1443,8 +1443,9 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
             return http.run(config, options, remote)
         return front.run(config, options)
     except Exception as exc:              # signing is imported only once a secret is needed: not for the first answer
-        signing = sys.modules.get("mcpwrap.signing")
-        if signing is None or not isinstance(exc, signing.SecretFileError):
+        from mcpwrap.signing import SecretFileError
+
+        if not isinstance(exc, SecretFileError):
             raise
         _fail(str(exc), EXIT_CONFIG)
 
