@@ -15,6 +15,7 @@ checked as this process's CPU time.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
 import shutil
@@ -111,11 +112,37 @@ print(os.read(r, 32).decode(), flush=True)
 """
 
 
+def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """One call while `other` runs, so it is spawned on the spawner thread (the only call running
+    is spawned on the loop): the containment of both ways is the same."""
+    threaded: list[bool] = []
+    spawner = runner._spawner
+    monkeypatch.setattr(runner, "_spawner", lambda: threaded.append(True) or spawner())
+
+    async def main() -> Any:
+        with trio.fail_after(HANG_S):
+            async with trio.open_nursery() as nursery:
+                up = trio.Event()
+                nursery.start_soon(functools.partial(runner.run, other, {}, on_stderr=lambda _: up.set()))
+                await up.wait()
+                result = await runner.run(spec, {})
+                nursery.cancel_scope.cancel()
+                return result
+    result = trio.run(main)
+    assert threaded == [True]
+    return result
+
+
+@pytest.mark.parametrize("beside", [False, True])
 @pytest.mark.parametrize("close", ["pass", "os.closerange(0, 65536)"])
-def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close: str) -> None:
+def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close: str, beside: bool,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     code = DAEMON.replace("CLOSE", close)
     spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\nkill_grace = \"0.5s\"\n")
-    result = guarded_run(spec)
+    if beside:
+        result = run_beside_another(spec, tool(mark, 'shell = "echo up >&2; sleep 1027"'), monkeypatch)
+    else:
+        result = guarded_run(spec)
     assert not result.is_error and int(result.text) > 0
     until(lambda: gone(mark), "the daemon to be killed")
 
