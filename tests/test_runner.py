@@ -349,14 +349,15 @@ def test_a_worker_runs_a_burst_in_a_row_and_each_caller_gets_its_own_outcome(mon
             except ValueError as exc:
                 got[i] = exc
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(one, 0)
-            await trio.to_thread.run_sync(entered.wait, HANG_S)   # the worker holds job 0 at the gate
-            for i in range(1, 10):
-                nursery.start_soon(one, i)
-            while worker.jobs.qsize() < 9:
-                await trio.sleep(0.001)
-            gate.set()
+        with trio.fail_after(HANG_S):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(one, 0)
+                await trio.to_thread.run_sync(entered.wait, HANG_S)   # the worker holds job 0 at the gate
+                for i in range(1, 10):
+                    nursery.start_soon(one, i)
+                while worker.jobs.qsize() < 9:
+                    await trio.sleep(0.001)
+                gate.set()
         return got
 
     try:
