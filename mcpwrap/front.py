@@ -431,7 +431,7 @@ def _import_server(config: config_module.Config, options: Options, loaded: int, 
 
 def start_task_forker(config: config_module.Config, options: Options) -> None:
     """Start the forker a task tool's supervisors are forked from. Started before the server's own
-    imports, it has made its by the first call: the first task's command starts within ms of its
+    imports, it has done its own by the first call: the first task's command starts within ms of its
     creating response (it waited ~100 ms for the forker's imports when trio started it)."""
     if any(tool.task != "never" for tool in config.tools):
         from mcpwrap import forker
