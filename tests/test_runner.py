@@ -65,6 +65,28 @@ args.a = { type = "string" }
         runner.build_argv(tool, {"a": "a\x00b"})
 
 
+def test_a_remembered_command_that_stops_starting_is_searched_for_again(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for directory in (first, second):
+        directory.mkdir()
+        script = directory / "which-one"
+        script.write_text(f"#!/bin/sh\necho {directory.name}\n")
+        script.chmod(0o755)
+    cfg = load(tmp_path, f"""
+[tools.t]
+command = ["which-one"]
+env = {{ PATH = "{first}:{second}" }}
+[tools.argv0]
+command = ["sh", "-c", 'echo "$0"']
+""")
+    assert run(cfg.tool("t"), {}).text == "first\n"
+    (first / "which-one").unlink()                      # remembered, then gone: found further on PATH
+    assert run(cfg.tool("t"), {}).text == "second\n"
+    (second / "which-one").chmod(0o644)                 # not executable: no path is remembered for it
+    assert "nothing ran" in run(cfg.tool("t"), {}).text
+    assert run(cfg.tool("argv0"), {}).text == "sh\n"     # the command still sees its own name as written
+
+
 def test_optional_flags_and_arrays(tmp_path: Path) -> None:
     cfg = load(tmp_path, """
 [tools.t]
