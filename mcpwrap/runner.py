@@ -44,6 +44,7 @@ import atexit
 import base64
 import contextlib
 import functools
+import itertools
 import math
 import os
 import queue
@@ -368,6 +369,7 @@ _WATCHDOG = 'while read -r line; do said=$line; done; [ "$said" = ended ] || exe
 _SWEEP = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.runner import orphaned; orphaned(*sys.argv[2:])"
 _watched: tuple[str, int] | None = None        # (this process's call tag prefix, our end of the pipe or -1)
 _running = 0                                    # calls started and not yet ended with all their processes
+_call_numbers = itertools.count()
 
 
 def _call_tag() -> str:
@@ -377,7 +379,7 @@ def _call_tag() -> str:
         prefix = secrets.token_hex(6)
         _watched = (prefix, _start_watchdog(prefix))
     _running += 1
-    return _watched[0] + secrets.token_hex(8)
+    return f"{_watched[0]}{next(_call_numbers):016x}"     # unique; a child can read its own tag anyway
 
 
 def _call_ended() -> None:
@@ -485,6 +487,37 @@ async def _poll(done: Callable[[], bool], limit_s: float) -> bool:
 
 SPARE_CGROUPS = 128         # emptied call cgroups kept for reuse: a mkdir and an rmdir less per call
 _SPARES: list[str] = []
+_cgroup_fds: dict[str, tuple[int, int]] = {}
+
+
+def _cgroup_files(path: str) -> tuple[int, int]:
+    """A call cgroup's cgroup.events and cgroup.procs, open while it lives: its reuses open neither."""
+    fds = _cgroup_fds.get(path)
+    if fds is None:
+        events = os.open(os.path.join(path, "cgroup.events"), os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            os.close(events)
+            raise
+        fds = _cgroup_fds[path] = (events, procs)
+    return fds
+
+
+def _emptied_cgroup(path: str) -> bool:
+    fds = _cgroup_fds.get(path)
+    try:
+        events = os.pread(fds[0], 512, 0) if fds else _read(os.path.join(path, "cgroup.events"))
+    except OSError:
+        return False
+    return b"populated 0" in events
+
+
+def _remove_cgroup(path: str) -> bool:
+    """rmdir_cgroup, closing what `_cgroup_files` kept open (reopened should it be kept after all)."""
+    for fd in _cgroup_fds.pop(path, ()):
+        os.close(fd)
+    return _rmdir(path)
 
 
 def _spare_cgroup(server: str) -> str | None:
@@ -498,16 +531,16 @@ def _spare_cgroup(server: str) -> str | None:
             path = _SPARES.pop()                        # taken by the spawner thread and the loop alike
         except IndexError:
             return None
-        if os.path.dirname(path) == server and b"populated 0" in _read(os.path.join(path, "cgroup.events")):
+        if os.path.dirname(path) == server and _emptied_cgroup(path):
             return path
         with contextlib.suppress(OSError):
             _write(os.path.join(path, "cgroup.kill"), "1")
-        _rmdir(path)                    # when its members are still dying, the exit handler removes it
+        _remove_cgroup(path)            # when its members are still dying, the exit handler removes it
 
 
 def _keep_spare(path: str) -> bool:
     """Keep a call's cgroup for the next call once it is empty; False when it is not, or enough are kept."""
-    if len(_SPARES) >= SPARE_CGROUPS or b"populated 0" not in _read(os.path.join(path, "cgroup.events")):
+    if len(_SPARES) >= SPARE_CGROUPS or not _emptied_cgroup(path):
         return False
     _SPARES.append(path)
     return True
@@ -525,16 +558,16 @@ def _contain(pid: int, tag: str) -> tuple[str | None, bool]:
             os.mkdir(path := os.path.join(server, tag))
         except OSError:
             return None, True
-    procs = os.path.join(path, "cgroup.procs")
     try:
-        _write(procs, str(pid))
+        procs = _cgroup_files(path)[1]
+        os.write(procs, b"%d" % pid)
     except OSError:
-        os.rmdir(path)
+        _remove_cgroup(path)
         return None, True
     return path, not _adopt_early_forks(pid, tag, procs)
 
 
-def _adopt_early_forks(pid: int, tag: str, procs: str) -> bool:
+def _adopt_early_forks(pid: int, tag: str, procs: int) -> bool:
     """Move in what the leader forked before its own move; False when that is not certain.
 
     Pids are handed out in order, so such forks hold pids after the leader's, up to
@@ -554,7 +587,7 @@ def _adopt_early_forks(pid: int, tag: str, procs: str) -> bool:
                 return False                        # caught mid-exec: the end-of-call sweep must look again
             if needle in environ.split(b"\0"):
                 try:
-                    _write(procs, str(other))
+                    os.write(procs, b"%d" % other)
                 except ProcessLookupError:
                     pass                            # gone; what it forked has a later pid
                 except OSError:
@@ -608,7 +641,7 @@ class _Call:
 
     def _emptied(self) -> bool:
         if self.cgroup:
-            return b"populated 0" in _read(os.path.join(self.cgroup, "cgroup.events"))
+            return _emptied_cgroup(self.cgroup)
         return self.process.poll() is not None and (
             not _signal_group(self.process.pid, 0) or not _group_has_live_member(self.process.pid))
 
@@ -636,7 +669,7 @@ class _Call:
             self.pidfd = None
         if self.cgroup:                                 # SIGKILLed members leave at once; else exit cleans up
             path = self.cgroup
-            await _poll(lambda: (self.spare and _keep_spare(path)) or _rmdir(path), FLUSH_S)
+            await _poll(lambda: (self.spare and _keep_spare(path)) or _remove_cgroup(path), FLUSH_S)
         if self.sweep:
             await _sweep(self.tag)
         self.ended = True
@@ -762,12 +795,15 @@ def _spawner() -> _Worker:
 
 def _after_fork() -> None:
     """A forked child has none of its parent's threads (its calls start a spawner of their own), the
-    cgroups its parent kept for reuse are still the parent's to use, and it must not hold its parent's
-    watchdog pipe open (the watchdog would wait for the child to see the parent die; its calls get one
-    of their own)."""
+    cgroups its parent kept for reuse (and their files held open) are the parent's to use, and it must
+    not hold its parent's watchdog pipe open (the watchdog would wait for the child to see the parent
+    die; its calls get one of their own)."""
     global _watched, _running
     _spawner.cache_clear()
     _SPARES.clear()
+    for fd in itertools.chain.from_iterable(_cgroup_fds.values()):
+        os.close(fd)
+    _cgroup_fds.clear()
     if _watched is not None and _watched[1] >= 0:
         os.close(_watched[1])
     _watched, _running = None, 0
@@ -1171,7 +1207,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             _call_ended()
             for pipe in (process.stdin, process.stdout, process.stderr):
                 if pipe is not None:                # our ends too: a writer left over gets EPIPE
-                    await pipe.aclose()
+                    pipe.close()                    # no checkpoint each: a scheduler pass saved per pipe
             if confinement is not None:
                 stderr_tail = capture.stderr_tail.decode("utf-8", "replace")
                 if not limit_hit and confinement.limits is not None:

@@ -209,6 +209,34 @@ def test_a_kept_cgroup_is_checked_empty_before_reuse(mode: str, mark: str) -> No
         stray.wait()
 
 
+def test_a_call_cgroups_files_are_open_only_while_it_is_used_or_kept(mode: str, mark: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kept open so that reuses open nothing: closed when the cgroup goes, and in a forked child."""
+    if mode == "tag":
+        pytest.skip("cgroups only")
+    monkeypatch.setattr(runner, "SPARE_CGROUPS", len(runner._SPARES) + 2)     # 5 at once: at least 3 removed
+    server = runner._server_cgroup()
+
+    def open_cgroup_files() -> list[str]:
+        links = (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                 if os.path.exists(f"/proc/self/fd/{fd}"))
+        return sorted(link for link in links if link.startswith(f"{server}/"))
+
+    async def main() -> None:
+        with trio.fail_after(HANG_S):
+            async with trio.open_nursery() as nursery:
+                for _ in range(5):
+                    nursery.start_soon(runner.run, tool(mark, 'command = ["true"]'), {})
+    trio.run(main)
+    kept = sorted(f"{spare}/cgroup.{name}" for spare in runner._SPARES for name in ("events", "procs"))
+    assert set(open_cgroup_files()) <= set(kept)                              # none of a removed one
+    assert len(open_cgroup_files()) >= 4                                      # the 2 kept last hold theirs
+    child = os.fork()
+    if child == 0:
+        os._exit(0 if not open_cgroup_files() and not runner._SPARES else 1)
+    assert os.waitpid(child, 0)[1] == 0
+
+
 @pytest.mark.parametrize("calls", [200])
 def test_many_term_ignoring_calls_cancelled_at_once(mode: str, mark: str, calls: int) -> None:
     spec = tool(mark, """shell = "trap '' TERM; echo ready >&2; sleep 1026"\nkill_grace = "1s"\n""")
