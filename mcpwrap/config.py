@@ -303,7 +303,19 @@ class _Reader:
         self.text = text
         self.problems: list[Problem] = []
         self.check_schemas = check_schemas
-        self.passed: set[str] = set()        # verdict keys of fragments that passed _check_schema
+        self.passed: set[str] = set()        # verdict keys of fragments that passed the checks
+        self.unchecked: list[tuple[tuple[str, ...], Mapping[str, Any]]] = []   # run once all is read
+
+    def check_schemas_now(self) -> None:
+        """The meta-checks, once per verdict key that passes (a failure is checked again, to be located)."""
+        for key, schema in self.unchecked:
+            if (vkey := verdict_key(schema)) not in self.passed:
+                problem = schema_problem(key, schema)
+                if problem is None:
+                    self.passed.add(vkey)
+                else:
+                    self.problem(*problem)
+        self.unchecked = []
 
     @cached_property
     def locator(self) -> _Locator:
@@ -384,12 +396,15 @@ def _toml_syntax_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError) ->
     return Problem(path, text.count("\n") + 1, len(last_line) + 1, f"TOML syntax: {message} (at end of file)")
 
 
-def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None) -> Config:
+def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None,
+         before_schema_checks: Callable[[Config], None] | None = None) -> Config:
     """Read and check a tools file; raise ConfigError listing every problem found.
 
     `schemas_known_good(digest)` may vouch that these exact bytes already passed the
     JSON Schema checks, which then are skipped: they need jsonschema, the largest
-    import there is, and `serve` should not pay for it before its first call.
+    import there is, and `serve` should not pay for it before its first call. When they
+    do run, they run last, after `before_schema_checks(config)` of a file found good so
+    far: `serve` starts its task forker there, which need not wait for that import.
     """
     path = Path(path)
     try:
@@ -398,7 +413,7 @@ def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None) ->
         from mcpwrap.config_extra import Problem
 
         raise ConfigError([Problem(path, 1, 1, f"cannot read tools file: {exc.strerror}")]) from None
-    return loads(raw, path, schemas_known_good)
+    return loads(raw, path, schemas_known_good, before_schema_checks)
 
 
 def read_regular_file(path: Path) -> bytes:
@@ -417,19 +432,21 @@ def digest_of(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None = None) -> Config:
+def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None = None,
+          before_schema_checks: Callable[[Config], None] | None = None) -> Config:
     """Without the cyclic GC meanwhile: a large file makes a million objects and no cycle, and
     collecting while they are made costs a quarter of the load."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _loads(raw, path, schemas_known_good)
+        return _loads(raw, path, schemas_known_good, before_schema_checks)
     finally:
         if collecting:
             gc.enable()
 
 
-def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None) -> Config:
+def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None,
+           before_schema_checks: Callable[[Config], None] | None) -> Config:
     try:
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
@@ -442,6 +459,9 @@ def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | N
     digest = digest_of(raw)
     reader = _Reader(path, text, check_schemas=not (schemas_known_good and schemas_known_good(digest)))
     config = _read_document(reader, document, path, digest)
+    if reader.unchecked and not reader.problems and before_schema_checks is not None:
+        before_schema_checks(config)
+    reader.check_schemas_now()
     if reader.problems:
         raise ConfigError(sorted(reader.problems, key=lambda p: (p.line, p.col)))
     return config
@@ -769,14 +789,8 @@ def verdict_key(schema: Mapping[str, Any]) -> str:
 
 
 def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
-    """The meta-checks, run once per verdict key that passes (a failure is checked again, to be located)."""
-    if not r.check_schemas or (vkey := verdict_key(schema)) in r.passed:
-        return
-    problem = schema_problem(key, schema)
-    if problem is None:
-        r.passed.add(vkey)
-    else:
-        r.problem(*problem)
+    if r.check_schemas:
+        r.unchecked.append((key, schema))
 
 
 def schema_problem(key: tuple[str, ...], schema: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:

@@ -12,7 +12,8 @@ a socketpair, so none of that arises; what it costs is one idle interpreter per 
 (~27 MiB RSS). The forked supervisor is what `python -m mcpwrap.tasks` runs (the same
 `supervise`, MAC check first), so every guarantee of the slow path holds.
 
-The server starts it before its own imports (`front.start_task_forker`), so the first task
+The server starts it before its own imports (`front.start_task_forker`), and before the schema
+checks of a file not seen before (`config.load`'s `before_schema_checks`), so the first task
 waits little or not at all for the forker's; this module is apart from `tasks` because it is
 the only part needed then, and it imports none of the task store (~10 ms less before the
 forker is spawned).

@@ -432,7 +432,9 @@ def _import_server(config: config_module.Config, options: Options, loaded: int, 
 def start_task_forker(config: config_module.Config, options: Options) -> None:
     """Start the forker a task tool's supervisors are forked from. Started before the server's own
     imports, it has done its own by the first call: the first task's command starts within ms of its
-    creating response (it waited ~100 ms for the forker's imports when trio started it)."""
+    creating response (it waited ~100 ms for the forker's imports when trio started it). For a file
+    whose schemas are still to be checked, `serve` starts it before those checks (jsonschema's import
+    delays the first answer ~30 ms; the first task's command waited 40-60 ms for the forker then)."""
     if any(tool.task != "never" for tool in config.tools):
         from mcpwrap import forker
         forker.prewarm(options.state_dir, config.path, options.secret_file)

@@ -104,6 +104,33 @@ def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp
     assert refused.returncode == 2 and "'far too long' is too long" in refused.stderr
 
 
+FORKER_STARTED = """
+import sys
+sys.argv = ["mcpwrap", *sys.argv[1:]]
+from mcpwrap import cli, front
+
+front.start_task_forker = lambda config, options: print("forker started; jsonschema loaded:",
+                                                        "jsonschema" in sys.modules, file=sys.stderr)
+front.run = lambda config, options: 0
+cli.main()
+"""
+
+
+def test_serve_starts_the_task_forker_before_a_new_files_schema_checks(tmp_path: Path) -> None:
+    """A file not seen before has its schemas checked (jsonschema's import, ~30 ms): the forker,
+    which a task's first command waits for, is started before that, not after the first answer."""
+    tools = tmp_path / "t.toml"
+    tools.write_text('[tools.slow]\ncommand = ["echo", "{text}"]\ntask = "optional"\nargs.text = { type = "string" }\n')
+    env = {**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state"), "MCPWRAP_SECRET_FILE": str(tmp_path / "secret")}
+    said = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", FORKER_STARTED, "serve", str(tools)], stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=HANG_S, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        said.append([line for line in done.stderr.splitlines() if line.startswith("forker started")])
+    assert said == [["forker started; jsonschema loaded: False"], []]     # a known file: started after the answers
+
+
 FIRST_ANSWERS = """
 import sys
 sys.argv = ["mcpwrap", *sys.argv[1:]]
