@@ -99,8 +99,10 @@ def test_a_fragment_vouched_for_by_an_earlier_one_gets_the_verdict_a_fresh_check
         variant[name] = value
     reader = config._Reader(Path("t.toml"), "")
     config._check_schema(reader, ("a",), fragment)
+    reader.check_schemas_now()
     before = len(reader.problems)
     config._check_schema(reader, ("b",), variant)
+    reader.check_schemas_now()
     fresh = config.schema_problem(("b",), variant)
     assert [p.message for p in reader.problems[before:]] == ([fresh[1]] if fresh else [])
 
