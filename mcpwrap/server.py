@@ -2,7 +2,8 @@
 
 `serve` takes stdio over from `front.Front`, which answered what it could while this
 module was imported. Lines come from stdin through `LineReader`; `Core` decides; this module
-carries the actions out: one writer task owns stdout, each tool call runs in
+carries the actions out: one `Outbox` owns stdout (it writes at once when nothing
+is waiting, else its writer task does, in order), each tool call runs in
 its own cancel scope under one nursery (as do resource reads, prompts and
 completions that need a file or a command), timers and the tools-file watcher
 (which also watches subscribed file resources) are tasks of the same nursery. EOF, a closed stdout or SIGTERM/SIGINT cancels the
@@ -63,6 +64,13 @@ class _Output:
         else:
             await self.stream.send_all(data)
 
+    def write_now(self, data: bytes) -> int:
+        """As much of `data` as stdout takes without waiting (the stream's fd is non-blocking)."""
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            return 0
+
 
 class Sink(Protocol):
     """Where an Outbox writes: stdout here, an HTTP response in http.py."""
@@ -77,10 +85,15 @@ class Outbox:
     backlog is full. The reader waits for `room` before it takes the next
     request, so a client that stops reading stdout stops being served instead
     of growing the server.
+
+    With `write_now` (a sink's write that never waits), a message put while nothing is queued or
+    being written is written at once, saving the writer task's two scheduler passes; what the sink
+    does not take at once (or refuses: a broken stdout) is queued for the writer, in order.
     """
 
-    def __init__(self, limit: int = OUTBOX_BYTES) -> None:
+    def __init__(self, limit: int = OUTBOX_BYTES, write_now: Callable[[bytes], int] | None = None) -> None:
         self.limit = limit
+        self.write_now = write_now
         self.items: deque[bytes] = deque()
         self.size = 0                      # queued or being written
         self.closed = False
@@ -98,6 +111,13 @@ class Outbox:
         if self.full and droppable:
             self.dropped += 1
             return
+        if self.write_now is not None and not self.size:
+            try:
+                data = data[self.write_now(data):]
+            except OSError:
+                pass                       # the writer meets the same error and shuts the server down
+            if not data:
+                return
         self.items.append(data)
         self.size += len(data)
         self.lot.unpark_all()
@@ -120,7 +140,7 @@ class Outbox:
         self.lot.unpark_all()
 
     async def write_to(self, output: Sink) -> None:
-        """The one writer of stdout; returns when closed and empty, or when stdout breaks."""
+        """The writer of what `put` queued; returns when closed and empty, or when stdout breaks."""
         while True:
             while not self.items:
                 if self.closed:
@@ -132,6 +152,15 @@ class Outbox:
             finally:
                 self.size -= len(data)
                 self.lot.unpark_all()
+
+
+async def _acquire(limiter: trio.CapacityLimiter) -> None:
+    """A free token without the scheduler pass trio's `acquire` always makes; waits in line otherwise."""
+    await trio.lowlevel.checkpoint_if_cancelled()
+    try:
+        limiter.acquire_nowait()
+    except trio.WouldBlock:
+        await limiter.acquire()
 
 
 async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) -> None:
@@ -278,7 +307,8 @@ class Driver:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                async with self.slots:
+                await _acquire(self.slots)
+                try:
                     self.waiting_bytes -= size
                     size = 0
                     limiter = self._limiter(tool)
@@ -288,6 +318,8 @@ class Driver:
                     else:
                         result = await self._execute(ctx, tool, arguments)
                     await self.outbox.room()   # hold the slot until stdout can take the answer
+                finally:
+                    self.slots.release()
             finally:
                 self.scopes.pop(ctx.id, None)
                 self.admitted -= 1
@@ -415,7 +447,7 @@ async def serve(config: config_module.Config, options: Options, front: Front,
     """Serve stdio on from where `front` stopped; `signature`: the tools file's, taken before it read anything."""
     core = front.core
     output = _Output(1)
-    outbox = Outbox()
+    outbox = Outbox(write_now=output.write_now)
     if front.output:
         outbox.put(bytes(front.output))   # first: answers the front decided before the hand-over
     serving = trio.CancelScope()

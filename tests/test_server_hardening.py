@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from mcpwrap import jsonrpc
 from mcpwrap import front, server as server_module
@@ -173,6 +174,84 @@ def test_outbox_backpressure_and_droppable_notifications() -> None:
                 await outbox.drained()
             outbox.close()
         assert written == [response, response] and outbox.size == 0
+
+    trio.run(scenario)
+
+
+def test_outbox_writes_at_once_only_when_nothing_waits_and_keeps_the_order() -> None:
+    """`put` writes through `write_now` while nothing is queued or being written; whatever the sink
+    does not take (a full pipe, a broken one) is queued, and everything reaches the sink in order."""
+    async def scenario() -> None:
+        taken: list[bytes] = []
+        room = [5]                            # bytes the sink takes at once, then none
+        broken = [False]
+
+        def write_now(data: bytes) -> int:
+            if broken[0]:
+                raise BrokenPipeError
+            n = min(room[0], len(data))
+            room[0] -= n
+            taken.append(data[:n])
+            return n
+
+        outbox = Outbox(limit=100, write_now=write_now)
+        outbox.put(b"abc")                    # written inside put: no task has run
+        assert taken == [b"abc"] and not outbox.items and outbox.size == 0
+        outbox.put(b"defgh")                  # only "de" fits: "fgh" waits for the writer
+        assert list(outbox.items) == [b"fgh"] and outbox.size == 3
+        room[0] = 100
+        outbox.put(b"ijk")                    # something waits: this one queues behind it
+        assert list(outbox.items) == [b"fgh", b"ijk"]
+
+        written: list[bytes] = []
+
+        class Sink:
+            async def write(self, data: bytes) -> None:
+                written.append(data)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(outbox.write_to, Sink())
+            with trio.fail_after(HANG_S):
+                await outbox.drained()
+            broken[0] = True
+            outbox.put(b"lmn")                # refused at once: the writer meets the error itself
+            assert outbox.size == 3
+            with trio.fail_after(HANG_S):
+                await outbox.drained()
+            outbox.close()
+        assert b"".join(taken) + b"".join(written) == b"abcdefghijklmn"
+        assert written == [b"fgh", b"ijk", b"lmn"]
+
+    trio.run(scenario)
+
+
+def test_a_free_slot_is_taken_without_a_scheduler_pass_and_a_full_one_waits_in_line() -> None:
+    async def scenario() -> None:
+        limiter = trio.CapacityLimiter(1)
+        order: list[str] = []
+        async def other() -> None:
+            order.append("other task")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other)
+            await server_module._acquire(limiter)
+            order.append("acquired")          # before the task started just above
+            assert limiter.borrowed_tokens == 1
+
+            async def second() -> None:
+                await server_module._acquire(limiter)
+                order.append("second")
+                limiter.release()
+
+            nursery.start_soon(second)
+            await trio.testing.wait_all_tasks_blocked()
+            assert order == ["acquired", "other task"]     # the second waits for the token
+            limiter.release()
+        assert order == ["acquired", "other task", "second"]
+        with trio.CancelScope() as scope:     # a call cancelled before it starts takes no token
+            scope.cancel()
+            await server_module._acquire(limiter)
+        assert scope.cancelled_caught and limiter.borrowed_tokens == 0
 
     trio.run(scenario)
 
