@@ -15,7 +15,8 @@ may start with "-" belongs attached to its option ("-e{pattern}",
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -42,19 +43,27 @@ def _check_value(name: str, text: str) -> None:
         raise ArgumentError(f"argument '{name}' contains a NUL byte, which no command line can carry")
 
 
+@functools.lru_cache(maxsize=4096)
+def _template(element: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An element's literal texts and the placeholders between them, parsed once, not per call."""
+    parts = PLACEHOLDER.split(element)    # literal, name, literal, ..., literal
+    return tuple(parts[0::2]), tuple(parts[1::2])
+
+
 def _fill(element: str, values: Mapping[str, Any]) -> tuple[str, str | None]:
     """The element with its placeholders filled, and the argument its first character came from
     (None when it came from the tools file's own text, or the element is empty)."""
-    pieces: list[tuple[str, str | None]] = []
-    end = 0
-    for match in PLACEHOLDER.finditer(element):
-        text = _scalar(values[match[1]])
-        _check_value(match[1], text)
-        pieces += [(element[end:match.start()], None), (text, match[1])]
-        end = match.end()
-    pieces.append((element[end:], None))
-    leader = next((source for text, source in pieces if text), None)
-    return "".join(text for text, _ in pieces), leader
+    texts, names = _template(element)
+    pieces = [texts[0]]
+    leader, started = None, texts[0] != ""
+    for name, literal in zip(names, texts[1:]):
+        text = _scalar(values[name])
+        _check_value(name, text)
+        if not started and text:
+            leader = name
+        started = started or text != "" or literal != ""
+        pieces += (text, literal)
+    return "".join(pieces), leader
 
 
 def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
@@ -70,14 +79,22 @@ def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
         if isinstance(part, str):
             built.add(part, args)
             continue
-        names = [m[1] for element in part for m in PLACEHOLDER.finditer(element)]
+        names = [n for element in part for n in _template(element)[1]]
         if any(n not in args for n in names):
             continue                                   # an absent argument drops its whole group
-        array = next((n for n in names if isinstance(args[n], list)), None)
+        array = _array(names, args)
         for item in args[array] if array else [None]:
             for element in part:
                 built.add(element, {**args, array: item} if array else args)
     return built.argv
+
+
+def _array(names: Sequence[str], args: Mapping[str, Any]) -> str | None:
+    """The first of `names` whose value is an array (its element repeats per item)."""
+    for name in names:
+        if isinstance(args[name], list):
+            return name
+    return None
 
 
 class _Argv:
@@ -92,7 +109,7 @@ class _Argv:
 
     def add(self, element: str, args: Mapping[str, Any]) -> None:
         """Append what one template element produces: nothing, one element, or one per array item."""
-        names = [m[1] for m in PLACEHOLDER.finditer(element)]
+        names = _template(element)[1]
         option, self.option = self.option, None
         if not names:
             self.argv.append(element)
@@ -106,7 +123,7 @@ class _Argv:
             if args[names[0]] is True:
                 self.argv.append(spec.flag)
             return
-        array = next((n for n in names if isinstance(args[n], list)), None)
+        array = _array(names, args)
         for item in args[array] if array else [None]:
             produced, leader = _fill(element, {**args, array: item} if array else args)
             # What reaches the command decides, not the template's shape: prefix, suffix or an empty
