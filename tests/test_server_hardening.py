@@ -95,6 +95,23 @@ def test_depth_guard_is_iterative_and_exact() -> None:
     assert jsonrpc.too_deep({"a": {"b": {}}}, 2) and not jsonrpc.too_deep({"a": {"b": 1}}, 2)
 
 
+def test_decode_refuses_from_one_level_past_the_limit_whatever_the_line() -> None:
+    """A line with fewer brackets than MAX_DEPTH is not walked; at the limit every bracket counts."""
+    def line(lists: int, batch: bool = False, padding: str = "") -> bytes:
+        message = ('{"jsonrpc":"2.0","id":1,"method":"m","params":{"p":' + "[" * lists + "]" * lists
+                   + f',"s":"{padding}"}}}}')   # depth 2 + lists, and exactly as many brackets
+        return (f"[{message}]" if batch else message).encode()
+
+    limit = jsonrpc.MAX_DEPTH
+    for lists in range(limit - 6, limit + 2):
+        refused = isinstance(jsonrpc.decode(line(lists)), jsonrpc.Invalid)
+        assert refused == (2 + lists > limit), lists
+        item = jsonrpc.decode(line(lists, batch=True))
+        assert isinstance(item, jsonrpc.Batch)
+        assert isinstance(item.items[0], jsonrpc.Invalid) == (2 + lists > limit - 1), lists
+        assert not isinstance(jsonrpc.decode(line(lists - 90, padding="[{" * 60)), jsonrpc.Invalid)
+
+
 @pytest.mark.parametrize("where", ["arguments", "retry", "notification", "batch-item"])
 def test_deep_input_is_refused_and_the_server_lives(tools: Path, tmp_path: Path, where: str) -> None:
     server = Server(tools, tmp_path)
