@@ -171,12 +171,17 @@ async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) ->
                 await on_chunk(chunk)
                 await trio.sleep(0)
         return
-    stream = trio.lowlevel.FdStream(dup)
-    async with stream:
+    # Waits for input before reading it: after a request the reader parks at once, instead of
+    # yielding, trying a read that finds nothing and only then parking (the stream keeps the
+    # fd non-blocking, and restores it at the end).
+    async with trio.lowlevel.FdStream(dup):
         while True:
             try:
-                chunk = await stream.receive_some(READ_CHUNK)
-            except (trio.BrokenResourceError, OSError):
+                await trio.lowlevel.wait_readable(dup)
+                chunk = os.read(dup, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 return
             if not chunk:
                 return
