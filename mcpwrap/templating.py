@@ -146,20 +146,36 @@ def _advice(option: str | None, element: str) -> str:
     return f"the tools file can attach it to its option as one element, {joined!r} instead of {option!r}, {element!r}"
 
 
-def inherited(tool: Tool, base: Mapping[str, str]) -> dict[str, str]:
-    """What the tool sees of the server's environment under its `env_inherit` policy.
+_filtered: list[tuple[Mapping[str, str], dict[str, str]]] = []   # the last base, and it without MCPWRAP_*
+
+
+def _without_own(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` without mcpwrap's own MCPWRAP_* settings; read only. The runner passes one mapping
+    to every call (the server's environment, copied once and never changed), so it is filtered
+    once, not per call; the mapping is kept, so its id cannot be reused by another."""
+    if not base:                          # asking's checks pass an empty one
+        return {}
+    if not _filtered or _filtered[0][0] is not base:
+        _filtered[:] = [(base, {k: v for k, v in base.items() if not k.startswith("MCPWRAP_")})]
+    return _filtered[0][1]
+
+
+def inherited(tool: Tool, base: Mapping[str, str]) -> Mapping[str, str]:
+    """What the tool sees of the server's environment under its `env_inherit` policy (read only).
 
     All of it but mcpwrap's own MCPWRAP_* settings; or only PATH (programs are found with it)
     and the names listed, which may include an MCPWRAP_* name on purpose.
     """
     if tool.env_inherit is True:
-        return {k: v for k, v in base.items() if not k.startswith("MCPWRAP_")}
+        return _without_own(base)
     names = ("PATH", *tool.env_inherit) if tool.env_inherit else ("PATH",)
     return {n: base[n] for n in names if n in base}
 
 
 def build_env(tool: Tool, args: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
-    """Inherited environment (by policy) + the tool's env + (for shell tools) MCP_ARG_* and MCP_ARGS."""
+    """Inherited environment (by policy) + the tool's env + (for shell tools) MCP_ARG_* and MCP_ARGS.
+
+    `base` is not copied per call: the same mapping must not be changed between calls."""
     env = {**inherited(tool, base), **tool.env}
     if tool.shell is not None:
         for spec in tool.args:
