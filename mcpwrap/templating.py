@@ -15,9 +15,8 @@ may start with "-" belongs attached to its option ("-e{pattern}",
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -43,20 +42,56 @@ def _check_value(name: str, text: str) -> None:
         raise ArgumentError(f"argument '{name}' contains a NUL byte, which no command line can carry")
 
 
-@functools.lru_cache(maxsize=4096)
-def _template(element: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """An element's literal texts and the placeholders between them, parsed once, not per call."""
-    parts = PLACEHOLDER.split(element)    # literal, name, literal, ..., literal
-    return tuple(parts[0::2]), tuple(parts[1::2])
+class _Element(NamedTuple):
+    """One argv template element, parsed: its literal texts, the placeholders between them, and
+    the flag it renders when its (first) argument is a boolean with `flag`."""
+    text: str
+    texts: tuple[str, ...]
+    names: tuple[str, ...]
+    flag: str | None
 
 
-def _fill(element: str, values: Mapping[str, Any]) -> tuple[str, str | None]:
+class _Group(NamedTuple):
+    """A nested array of elements, and every placeholder they name."""
+    elements: tuple[_Element, ...]
+    names: tuple[str, ...]
+
+
+_plans: dict[int, tuple[Tool, tuple[_Element | _Group, ...]]] = {}
+
+
+def _plan(tool: Tool) -> tuple[_Element | _Group, ...]:
+    """The tool's command parsed once, not on every call (the tool is kept, so its id cannot be reused)."""
+    cached = _plans.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+
+    def element(text: str) -> _Element:
+        parts = PLACEHOLDER.split(text)   # literal, name, literal, ..., literal
+        names = tuple(parts[1::2])
+        spec = tool.arg(names[0]) if names else None
+        return _Element(text, tuple(parts[0::2]), names, spec.flag if spec is not None else None)
+
+    plan: list[_Element | _Group] = []
+    for part in tool.command or ():
+        if isinstance(part, str):
+            plan.append(element(part))
+        else:
+            elements = tuple(element(text) for text in part)
+            plan.append(_Group(elements, tuple(n for e in elements for n in e.names)))
+    if len(_plans) > 4096:
+        _plans.clear()
+    _plans[id(tool)] = (tool, tuple(plan))
+    return _plans[id(tool)][1]
+
+
+def _fill(element: _Element, values: Mapping[str, Any]) -> tuple[str, str | None]:
     """The element with its placeholders filled, and the argument its first character came from
     (None when it came from the tools file's own text, or the element is empty)."""
-    texts, names = _template(element)
+    texts = element.texts
     pieces = [texts[0]]
     leader, started = None, texts[0] != ""
-    for name, literal in zip(names, texts[1:]):
+    for name, literal in zip(element.names, texts[1:]):
         text = _scalar(values[name])
         _check_value(name, text)
         if not started and text:
@@ -64,6 +99,13 @@ def _fill(element: str, values: Mapping[str, Any]) -> tuple[str, str | None]:
         started = started or text != "" or literal != ""
         pieces += (text, literal)
     return "".join(pieces), leader
+
+
+def _present(names: tuple[str, ...], args: Mapping[str, Any]) -> bool:
+    for name in names:
+        if name not in args:
+            return False
+    return True
 
 
 def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
@@ -74,17 +116,16 @@ def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
     """
     if tool.command is None:
         return ["/bin/sh", "-c", tool.shell or ""]
-    built = _Argv(tool)
-    for part in tool.command:
-        if isinstance(part, str):
+    built = _Argv()
+    for part in _plan(tool):
+        if isinstance(part, _Element):
             built.add(part, args)
             continue
-        names = [n for element in part for n in _template(element)[1]]
-        if any(n not in args for n in names):
+        if not _present(part.names, args):
             continue                                   # an absent argument drops its whole group
-        array = _array(names, args)
+        array = _array(part.names, args)
         for item in args[array] if array else [None]:
-            for element in part:
+            for element in part.elements:
                 built.add(element, {**args, array: item} if array else args)
     return built.argv
 
@@ -101,27 +142,26 @@ class _Argv:
     """The argv being built, with what the dash rule needs: whether a literal "--" has passed,
     and the literal option just before the current element (for the refusal's advice)."""
 
-    def __init__(self, tool: Tool) -> None:
-        self.tool = tool
+    def __init__(self) -> None:
         self.argv: list[str] = []
         self.separated = False
         self.option: str | None = None
 
-    def add(self, element: str, args: Mapping[str, Any]) -> None:
+    def add(self, element: _Element, args: Mapping[str, Any]) -> None:
         """Append what one template element produces: nothing, one element, or one per array item."""
-        names = _template(element)[1]
+        names = element.names
         option, self.option = self.option, None
         if not names:
-            self.argv.append(element)
-            self.separated = self.separated or element == "--"
-            self.option = element if element.startswith("-") and element != "--" else None
+            text = element.text
+            self.argv.append(text)
+            self.separated = self.separated or text == "--"
+            self.option = text if text.startswith("-") and text != "--" else None
             return
-        if any(n not in args for n in names):
+        if not _present(names, args):
             return                                     # an absent optional argument drops its element
-        spec = self.tool.arg(names[0])
-        if spec is not None and spec.flag is not None:
+        if element.flag is not None:
             if args[names[0]] is True:
-                self.argv.append(spec.flag)
+                self.argv.append(element.flag)
             return
         array = _array(names, args)
         for item in args[array] if array else [None]:
@@ -131,8 +171,8 @@ class _Argv:
             # (config.py forbids placeholders in command[0], so this never judges the program.)
             if leader is not None and produced.startswith("-") and not self.separated:
                 raise ArgumentError(
-                    f"argument '{leader}' starts with '-' where it begins the command element {element!r} "
-                    f"and would be read as an option; {_advice(option, element)}")
+                    f"argument '{leader}' starts with '-' where it begins the command element {element.text!r} "
+                    f"and would be read as an option; {_advice(option, element.text)}")
             self.argv.append(produced)
 
 
