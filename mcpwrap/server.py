@@ -65,7 +65,7 @@ class _Output:
             await self.stream.send_all(data)
 
     def write_now(self, data: bytes) -> int:
-        """As much of `data` as stdout takes without waiting (the stream's fd is non-blocking)."""
+        """As much of `data` as stdout takes without waiting (a pipe's fd is non-blocking; a file takes all)."""
         try:
             return os.write(self.fd, data)
         except BlockingIOError:
@@ -86,9 +86,12 @@ class Outbox:
     request, so a client that stops reading stdout stops being served instead
     of growing the server.
 
-    With `write_now` (a sink's write that never waits), a message put while nothing is queued or
-    being written is written at once, saving the writer task's two scheduler passes; what the sink
-    does not take at once (or refuses: a broken stdout) is queued for the writer, in order.
+    With `write_now` (a sink's write that never waits), what is queued is written at once while
+    the writer task is not in a write, saving its two scheduler passes; what the sink does not
+    take at once (or refuses: a broken stdout) stays queued for the writer task, in order.
+    Between `hold` and `release` nothing is written at once: the driver carries out all the
+    actions of a decision before any of its messages leaves (a subscribed file's signature is
+    taken before the answer that tells the client it may edit the file).
     """
 
     def __init__(self, limit: int = OUTBOX_BYTES, write_now: Callable[[bytes], int] | None = None) -> None:
@@ -96,10 +99,13 @@ class Outbox:
         self.write_now = write_now
         self.items: deque[bytes] = deque()
         self.size = 0                      # queued or being written
+        self.writing = False               # the writer task is in a write: nothing may overtake it
+        self.holding = 0                   # holds not yet released
         self.closed = False
         self.dropped = 0
         self.next_warning = 0.0
-        self.lot = trio.lowlevel.ParkingLot()
+        self.lot = trio.lowlevel.ParkingLot()     # waiting for room, or for the backlog to drain
+        self.work = trio.lowlevel.ParkingLot()    # the writer task, waiting for something to write
 
     @property
     def full(self) -> bool:
@@ -111,20 +117,40 @@ class Outbox:
         if self.full and droppable:
             self.dropped += 1
             return
-        if self.write_now is not None and not self.size:
-            try:
-                data = data[self.write_now(data):]
-            except OSError:
-                pass                       # the writer meets the same error and shuts the server down
-            if not data:
-                return
         self.items.append(data)
         self.size += len(data)
-        self.lot.unpark_all()
+        if not self.holding:
+            self._flush()
         if self.full and time.monotonic() >= self.next_warning:
             self.next_warning = time.monotonic() + 60
             log(f"mcpwrap: the client is not reading stdout; holding back ({self.size} bytes waiting, "
                 f"{self.dropped} progress/log notification(s) dropped so far)", "info")
+
+    def hold(self) -> None:
+        self.holding += 1
+
+    def release(self) -> None:
+        self.holding -= 1
+        if not self.holding and self.items:
+            self._flush()
+
+    def _flush(self) -> None:
+        """The queue written at once as far as `write_now` takes it; the writer task is woken for the rest."""
+        if self.write_now is not None and not self.writing:
+            try:
+                while self.items:
+                    data = self.items[0]
+                    written = self.write_now(data)
+                    self.size -= written
+                    if written < len(data):
+                        self.items[0] = data[written:]
+                        break
+                    self.items.popleft()
+            except OSError:
+                pass                       # the writer task meets the same error and shuts the server down
+            self.lot.unpark_all()
+        if self.items:
+            self.work.unpark_all()
 
     async def room(self) -> None:
         while self.full and not self.closed:
@@ -138,29 +164,41 @@ class Outbox:
         """No more messages: the writer ends once the backlog is written."""
         self.closed = True
         self.lot.unpark_all()
+        self.work.unpark_all()
 
     async def write_to(self, output: Sink) -> None:
-        """The writer of what `put` queued; returns when closed and empty, or when stdout breaks."""
+        """The writer task: returns when closed and empty, or when stdout breaks."""
         while True:
             while not self.items:
                 if self.closed:
                     return
-                await self.lot.park()
+                await self.work.park()
             data = self.items.popleft()
+            self.writing = True
             try:
                 await output.write(data)
             finally:
+                self.writing = False
                 self.size -= len(data)
                 self.lot.unpark_all()
 
 
-async def _acquire(limiter: trio.CapacityLimiter) -> None:
-    """A free token without the scheduler pass trio's `acquire` always makes; waits in line otherwise."""
-    await trio.lowlevel.checkpoint_if_cancelled()
-    try:
-        limiter.acquire_nowait()
-    except trio.WouldBlock:
-        await limiter.acquire()
+class _Held:
+    """`async with _Held(limiter)`: a free token is taken without the scheduler pass trio's
+    `acquire` always makes (a cancelled caller still stops there); otherwise it waits in line."""
+
+    def __init__(self, limiter: trio.CapacityLimiter) -> None:
+        self.limiter = limiter
+
+    async def __aenter__(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self.limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await self.limiter.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.limiter.release()
 
 
 async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) -> None:
@@ -181,7 +219,7 @@ async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) ->
                 chunk = os.read(dup, READ_CHUNK)
             except BlockingIOError:
                 continue
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            except OSError:
                 return
             if not chunk:
                 return
@@ -216,6 +254,13 @@ class Driver:
         return self._spool
 
     def perform(self, actions: list[Action]) -> None:
+        self.outbox.hold()                 # the messages leave once every action is carried out
+        try:
+            self._perform(actions)
+        finally:
+            self.outbox.release()
+
+    def _perform(self, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Send):
                 self._send(action.message)
@@ -254,7 +299,7 @@ class Driver:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                async with self.slots:
+                async with _Held(self.slots):
                     if isinstance(action, ReadResource):
                         outcome = await sources.read(action.target, self.spool)
                         actions = self.core.resource_read(ctx, action.target, outcome)
@@ -312,8 +357,7 @@ class Driver:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                await _acquire(self.slots)
-                try:
+                async with _Held(self.slots):
                     self.waiting_bytes -= size
                     size = 0
                     limiter = self._limiter(tool)
@@ -323,8 +367,6 @@ class Driver:
                     else:
                         result = await self._execute(ctx, tool, arguments)
                     await self.outbox.room()   # hold the slot until stdout can take the answer
-                finally:
-                    self.slots.release()
             finally:
                 self.scopes.pop(ctx.id, None)
                 self.admitted -= 1
