@@ -148,7 +148,8 @@ class Outbox:
                     self.items.popleft()
             except OSError:
                 pass                       # the writer task meets the same error and shuts the server down
-            self.lot.unpark_all()
+            if self.lot:                   # someone waits for room or for the backlog to drain
+                self.lot.unpark_all()
         if self.items:
             self.work.unpark_all()
 
