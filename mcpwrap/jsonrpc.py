@@ -108,10 +108,11 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def _checked(obj: Any, depth_offset: int = 0) -> Request | Notification | Response | Invalid:
-    """classify, refusing a message nested too deeply to be answered or echoed safely."""
+def _checked(obj: Any, depth_offset: int = 0, shallow: bool = False) -> Request | Notification | Response | Invalid:
+    """classify, refusing a message nested too deeply to be answered or echoed safely
+    (`shallow`: its line has too few brackets to nest that deep, so it is not walked)."""
     message = classify(obj)
-    if not isinstance(message, Invalid) and too_deep(obj, MAX_DEPTH - depth_offset):
+    if not shallow and not isinstance(message, Invalid) and too_deep(obj, MAX_DEPTH - depth_offset):
         request_id = message.id if isinstance(message, (Request, Response)) else None
         return Invalid(INVALID_PARAMS, f"invalid params: the message nests deeper than {MAX_DEPTH} levels",
                        request_id)
@@ -124,11 +125,12 @@ def decode(line: bytes) -> Message:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         return Invalid(PARSE_ERROR, f"parse error: {exc}")
+    shallow = line.count(b"{") + line.count(b"[") < MAX_DEPTH   # each level opens with one of them
     if isinstance(obj, list):
         if not obj:
             return Invalid(INVALID_REQUEST, "an empty batch is not a request")
-        return Batch(tuple(_checked(item, 1) for item in obj))
-    return _checked(obj)
+        return Batch(tuple(_checked(item, 1, shallow) for item in obj))
+    return _checked(obj, 0, shallow)
 
 
 def decode_line(line: bytes | None) -> Message:
@@ -139,8 +141,9 @@ def decode_line(line: bytes | None) -> Message:
 
 
 def encode(message: dict[str, Any] | list[dict[str, Any]]) -> bytes:
-    """One message (or batch answer) as one line; orjson never emits raw newlines."""
-    return orjson.dumps(message) + b"\n"
+    """One message (or batch answer) as one line; orjson never emits raw newlines (and appends
+    the line's own without copying the message's bytes once more)."""
+    return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
 
 
 def response(id: RequestId, result: dict[str, Any]) -> dict[str, Any]:

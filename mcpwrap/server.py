@@ -2,7 +2,8 @@
 
 `serve` takes stdio over from `front.Front`, which answered what it could while this
 module was imported. Lines come from stdin through `LineReader`; `Core` decides; this module
-carries the actions out: one writer task owns stdout, each tool call runs in
+carries the actions out: one `Outbox` owns stdout (it writes at once when nothing
+is waiting, else its writer task does, in order), each tool call runs in
 its own cancel scope under one nursery (as do resource reads, prompts and
 completions that need a file or a command), timers and the tools-file watcher
 (which also watches subscribed file resources) are tasks of the same nursery. EOF, a closed stdout or SIGTERM/SIGINT cancels the
@@ -63,6 +64,13 @@ class _Output:
         else:
             await self.stream.send_all(data)
 
+    def write_now(self, data: bytes) -> int:
+        """As much of `data` as stdout takes without waiting (a pipe's fd is non-blocking; a file takes all)."""
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            return 0
+
 
 class Sink(Protocol):
     """Where an Outbox writes: stdout here, an HTTP response in http.py."""
@@ -77,16 +85,27 @@ class Outbox:
     backlog is full. The reader waits for `room` before it takes the next
     request, so a client that stops reading stdout stops being served instead
     of growing the server.
+
+    With `write_now` (a sink's write that never waits), what is queued is written at once while
+    the writer task is not in a write, saving its two scheduler passes; what the sink does not
+    take at once (or refuses: a broken stdout) stays queued for the writer task, in order.
+    Between `hold` and `release` nothing is written at once: the driver carries out all the
+    actions of a decision before any of its messages leaves (a subscribed file's signature is
+    taken before the answer that tells the client it may edit the file).
     """
 
-    def __init__(self, limit: int = OUTBOX_BYTES) -> None:
+    def __init__(self, limit: int = OUTBOX_BYTES, write_now: Callable[[bytes], int] | None = None) -> None:
         self.limit = limit
+        self.write_now = write_now
         self.items: deque[bytes] = deque()
         self.size = 0                      # queued or being written
+        self.writing = False               # the writer task is in a write: nothing may overtake it
+        self.holding = 0                   # holds not yet released
         self.closed = False
         self.dropped = 0
         self.next_warning = 0.0
-        self.lot = trio.lowlevel.ParkingLot()
+        self.lot = trio.lowlevel.ParkingLot()     # waiting for room, or for the backlog to drain
+        self.work = trio.lowlevel.ParkingLot()    # the writer task, waiting for something to write
 
     @property
     def full(self) -> bool:
@@ -100,11 +119,39 @@ class Outbox:
             return
         self.items.append(data)
         self.size += len(data)
-        self.lot.unpark_all()
+        if not self.holding:
+            self._flush()
         if self.full and time.monotonic() >= self.next_warning:
             self.next_warning = time.monotonic() + 60
             log(f"mcpwrap: the client is not reading stdout; holding back ({self.size} bytes waiting, "
                 f"{self.dropped} progress/log notification(s) dropped so far)", "info")
+
+    def hold(self) -> None:
+        self.holding += 1
+
+    def release(self) -> None:
+        self.holding -= 1
+        if not self.holding and self.items:
+            self._flush()
+
+    def _flush(self) -> None:
+        """The queue written at once as far as `write_now` takes it; the writer task is woken for the rest."""
+        if self.write_now is not None and not self.writing:
+            try:
+                while self.items:
+                    data = self.items[0]
+                    written = self.write_now(data)
+                    self.size -= written
+                    if written < len(data):
+                        self.items[0] = data[written:]
+                        break
+                    self.items.popleft()
+            except OSError:
+                pass                       # the writer task meets the same error and shuts the server down
+            if self.lot:                   # someone waits for room or for the backlog to drain
+                self.lot.unpark_all()
+        if self.items:
+            self.work.unpark_all()
 
     async def room(self) -> None:
         while self.full and not self.closed:
@@ -118,20 +165,41 @@ class Outbox:
         """No more messages: the writer ends once the backlog is written."""
         self.closed = True
         self.lot.unpark_all()
+        self.work.unpark_all()
 
     async def write_to(self, output: Sink) -> None:
-        """The one writer of stdout; returns when closed and empty, or when stdout breaks."""
+        """The writer task: returns when closed and empty, or when stdout breaks."""
         while True:
             while not self.items:
                 if self.closed:
                     return
-                await self.lot.park()
+                await self.work.park()
             data = self.items.popleft()
+            self.writing = True
             try:
                 await output.write(data)
             finally:
+                self.writing = False
                 self.size -= len(data)
                 self.lot.unpark_all()
+
+
+class _Held:
+    """`async with _Held(limiter)`: a free token is taken without the scheduler pass trio's
+    `acquire` always makes (a cancelled caller still stops there); otherwise it waits in line."""
+
+    def __init__(self, limiter: trio.CapacityLimiter) -> None:
+        self.limiter = limiter
+
+    async def __aenter__(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            self.limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await self.limiter.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.limiter.release()
 
 
 async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) -> None:
@@ -142,12 +210,17 @@ async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) ->
                 await on_chunk(chunk)
                 await trio.sleep(0)
         return
-    stream = trio.lowlevel.FdStream(dup)
-    async with stream:
+    # Waits for input before reading it: after a request the reader parks at once, instead of
+    # yielding, trying a read that finds nothing and only then parking (the stream keeps the
+    # fd non-blocking, and restores it at the end).
+    async with trio.lowlevel.FdStream(dup):
         while True:
             try:
-                chunk = await stream.receive_some(READ_CHUNK)
-            except (trio.BrokenResourceError, OSError):
+                await trio.lowlevel.wait_readable(dup)
+                chunk = os.read(dup, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError:
                 return
             if not chunk:
                 return
@@ -182,6 +255,13 @@ class Driver:
         return self._spool
 
     def perform(self, actions: list[Action]) -> None:
+        self.outbox.hold()                 # the messages leave once every action is carried out
+        try:
+            self._perform(actions)
+        finally:
+            self.outbox.release()
+
+    def _perform(self, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Send):
                 self._send(action.message)
@@ -220,7 +300,7 @@ class Driver:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                async with self.slots:
+                async with _Held(self.slots):
                     if isinstance(action, ReadResource):
                         outcome = await sources.read(action.target, self.spool)
                         actions = self.core.resource_read(ctx, action.target, outcome)
@@ -278,7 +358,7 @@ class Driver:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                async with self.slots:
+                async with _Held(self.slots):
                     self.waiting_bytes -= size
                     size = 0
                     limiter = self._limiter(tool)
@@ -415,7 +495,7 @@ async def serve(config: config_module.Config, options: Options, front: Front,
     """Serve stdio on from where `front` stopped; `signature`: the tools file's, taken before it read anything."""
     core = front.core
     output = _Output(1)
-    outbox = Outbox()
+    outbox = Outbox(write_now=output.write_now)
     if front.output:
         outbox.put(bytes(front.output))   # first: answers the front decided before the hand-over
     serving = trio.CancelScope()

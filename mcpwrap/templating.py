@@ -15,8 +15,8 @@ may start with "-" belongs attached to its option ("-e{pattern}",
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -42,19 +42,70 @@ def _check_value(name: str, text: str) -> None:
         raise ArgumentError(f"argument '{name}' contains a NUL byte, which no command line can carry")
 
 
-def _fill(element: str, values: Mapping[str, Any]) -> tuple[str, str | None]:
+class _Element(NamedTuple):
+    """One argv template element, parsed: its literal texts, the placeholders between them, and
+    the flag it renders when its (first) argument is a boolean with `flag`."""
+    text: str
+    texts: tuple[str, ...]
+    names: tuple[str, ...]
+    flag: str | None
+
+
+class _Group(NamedTuple):
+    """A nested array of elements, and every placeholder they name."""
+    elements: tuple[_Element, ...]
+    names: tuple[str, ...]
+
+
+_plans: dict[int, tuple[Tool, tuple[_Element | _Group, ...]]] = {}
+
+
+def _plan(tool: Tool) -> tuple[_Element | _Group, ...]:
+    """The tool's command parsed once, not on every call (the tool is kept, so its id cannot be reused)."""
+    cached = _plans.get(id(tool))
+    if cached is not None and cached[0] is tool:
+        return cached[1]
+
+    def element(text: str) -> _Element:
+        parts = PLACEHOLDER.split(text)   # literal, name, literal, ..., literal
+        names = tuple(parts[1::2])
+        spec = tool.arg(names[0]) if names else None
+        return _Element(text, tuple(parts[0::2]), names, spec.flag if spec is not None else None)
+
+    plan: list[_Element | _Group] = []
+    for part in tool.command or ():
+        if isinstance(part, str):
+            plan.append(element(part))
+        else:
+            elements = tuple(element(text) for text in part)
+            plan.append(_Group(elements, tuple(n for e in elements for n in e.names)))
+    if len(_plans) > 4096:
+        _plans.clear()
+    _plans[id(tool)] = (tool, tuple(plan))
+    return _plans[id(tool)][1]
+
+
+def _fill(element: _Element, values: Mapping[str, Any]) -> tuple[str, str | None]:
     """The element with its placeholders filled, and the argument its first character came from
     (None when it came from the tools file's own text, or the element is empty)."""
-    pieces: list[tuple[str, str | None]] = []
-    end = 0
-    for match in PLACEHOLDER.finditer(element):
-        text = _scalar(values[match[1]])
-        _check_value(match[1], text)
-        pieces += [(element[end:match.start()], None), (text, match[1])]
-        end = match.end()
-    pieces.append((element[end:], None))
-    leader = next((source for text, source in pieces if text), None)
-    return "".join(text for text, _ in pieces), leader
+    texts = element.texts
+    pieces = [texts[0]]
+    leader, started = None, texts[0] != ""
+    for name, literal in zip(element.names, texts[1:]):
+        text = _scalar(values[name])
+        _check_value(name, text)
+        if not started and text:
+            leader = name
+        started = started or text != "" or literal != ""
+        pieces += (text, literal)
+    return "".join(pieces), leader
+
+
+def _present(names: tuple[str, ...], args: Mapping[str, Any]) -> bool:
+    for name in names:
+        if name not in args:
+            return False
+    return True
 
 
 def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
@@ -65,48 +116,54 @@ def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
     """
     if tool.command is None:
         return ["/bin/sh", "-c", tool.shell or ""]
-    built = _Argv(tool)
-    for part in tool.command:
-        if isinstance(part, str):
+    built = _Argv()
+    for part in _plan(tool):
+        if isinstance(part, _Element):
             built.add(part, args)
             continue
-        names = [m[1] for element in part for m in PLACEHOLDER.finditer(element)]
-        if any(n not in args for n in names):
+        if not _present(part.names, args):
             continue                                   # an absent argument drops its whole group
-        array = next((n for n in names if isinstance(args[n], list)), None)
+        array = _array(part.names, args)
         for item in args[array] if array else [None]:
-            for element in part:
+            for element in part.elements:
                 built.add(element, {**args, array: item} if array else args)
     return built.argv
+
+
+def _array(names: Sequence[str], args: Mapping[str, Any]) -> str | None:
+    """The first of `names` whose value is an array (its element repeats per item)."""
+    for name in names:
+        if isinstance(args[name], list):
+            return name
+    return None
 
 
 class _Argv:
     """The argv being built, with what the dash rule needs: whether a literal "--" has passed,
     and the literal option just before the current element (for the refusal's advice)."""
 
-    def __init__(self, tool: Tool) -> None:
-        self.tool = tool
+    def __init__(self) -> None:
         self.argv: list[str] = []
         self.separated = False
         self.option: str | None = None
 
-    def add(self, element: str, args: Mapping[str, Any]) -> None:
+    def add(self, element: _Element, args: Mapping[str, Any]) -> None:
         """Append what one template element produces: nothing, one element, or one per array item."""
-        names = [m[1] for m in PLACEHOLDER.finditer(element)]
+        names = element.names
         option, self.option = self.option, None
         if not names:
-            self.argv.append(element)
-            self.separated = self.separated or element == "--"
-            self.option = element if element.startswith("-") and element != "--" else None
+            text = element.text
+            self.argv.append(text)
+            self.separated = self.separated or text == "--"
+            self.option = text if text.startswith("-") and text != "--" else None
             return
-        if any(n not in args for n in names):
+        if not _present(names, args):
             return                                     # an absent optional argument drops its element
-        spec = self.tool.arg(names[0])
-        if spec is not None and spec.flag is not None:
+        if element.flag is not None:
             if args[names[0]] is True:
-                self.argv.append(spec.flag)
+                self.argv.append(element.flag)
             return
-        array = next((n for n in names if isinstance(args[n], list)), None)
+        array = _array(names, args)
         for item in args[array] if array else [None]:
             produced, leader = _fill(element, {**args, array: item} if array else args)
             # What reaches the command decides, not the template's shape: prefix, suffix or an empty
@@ -114,8 +171,8 @@ class _Argv:
             # (config.py forbids placeholders in command[0], so this never judges the program.)
             if leader is not None and produced.startswith("-") and not self.separated:
                 raise ArgumentError(
-                    f"argument '{leader}' starts with '-' where it begins the command element {element!r} "
-                    f"and would be read as an option; {_advice(option, element)}")
+                    f"argument '{leader}' starts with '-' where it begins the command element {element.text!r} "
+                    f"and would be read as an option; {_advice(option, element.text)}")
             self.argv.append(produced)
 
 
@@ -129,20 +186,36 @@ def _advice(option: str | None, element: str) -> str:
     return f"the tools file can attach it to its option as one element, {joined!r} instead of {option!r}, {element!r}"
 
 
-def inherited(tool: Tool, base: Mapping[str, str]) -> dict[str, str]:
-    """What the tool sees of the server's environment under its `env_inherit` policy.
+_filtered: list[tuple[Mapping[str, str], dict[str, str]]] = []   # the last base, and it without MCPWRAP_*
+
+
+def _without_own(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` without mcpwrap's own MCPWRAP_* settings; read only. The runner passes one mapping
+    to every call (the server's environment, copied once and never changed), so it is filtered
+    once, not per call; the mapping is kept, so its id cannot be reused by another."""
+    if not base:                          # asking's checks pass an empty one
+        return {}
+    if not _filtered or _filtered[0][0] is not base:
+        _filtered[:] = [(base, {k: v for k, v in base.items() if not k.startswith("MCPWRAP_")})]
+    return _filtered[0][1]
+
+
+def inherited(tool: Tool, base: Mapping[str, str]) -> Mapping[str, str]:
+    """What the tool sees of the server's environment under its `env_inherit` policy (read only).
 
     All of it but mcpwrap's own MCPWRAP_* settings; or only PATH (programs are found with it)
     and the names listed, which may include an MCPWRAP_* name on purpose.
     """
     if tool.env_inherit is True:
-        return {k: v for k, v in base.items() if not k.startswith("MCPWRAP_")}
+        return _without_own(base)
     names = ("PATH", *tool.env_inherit) if tool.env_inherit else ("PATH",)
     return {n: base[n] for n in names if n in base}
 
 
 def build_env(tool: Tool, args: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
-    """Inherited environment (by policy) + the tool's env + (for shell tools) MCP_ARG_* and MCP_ARGS."""
+    """Inherited environment (by policy) + the tool's env + (for shell tools) MCP_ARG_* and MCP_ARGS.
+
+    `base` is not copied per call: the same mapping must not be changed between calls."""
     env = {**inherited(tool, base), **tool.env}
     if tool.shell is not None:
         for spec in tool.args:

@@ -2,7 +2,9 @@
 elicited arguments required, as they are by the time a call runs) before anything runs.
 
 jsonschema is imported on the first validation, not at start-up, and one
-validator is compiled per tool schema and reused. Path arguments are then
+validator is compiled per tool schema and reused. Most tools' schemas only give
+each argument a type (or strings to choose from): for those a plain check of keys, types
+and choices comes first, and jsonschema runs only when it does not pass (it words the problems). Path arguments are then
 resolved (symlinks, '..') and checked against their `within` roots; the
 command receives the resolved absolute path, so what was checked is what runs.
 """
@@ -10,21 +12,70 @@ command receives the resolved absolute path, so what was checked is what runs.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from typing import Any
 
 from mcpwrap.config import PathRule, Tool
 
 
-_validators: dict[tuple[int, frozenset[str]], tuple[Tool, Any]] = {}
+# Keywords that never make a value invalid, and the exact Python types a JSON value of a type
+# decodes to that jsonschema accepts (an integral float is an integer too: that one goes to jsonschema).
+ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+                         "$comment"})
+PLAIN_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "boolean": (bool,), "integer": (int,),
+                                            "number": (int, float)}
+Plain = Callable[[Mapping[str, Any]], bool]
+
+_validators: dict[tuple[int, frozenset[str]], tuple[Tool, Any, Plain | None]] = {}
 
 
-def _validator(tool: Tool, ignore_missing: frozenset[str]) -> Any:
-    """One compiled validator per tool (and set of deferred arguments), reused by every call."""
+def plain_check(schema: Mapping[str, Any]) -> Plain | None:
+    """For an object schema whose arguments have at most a type and a list of strings to choose from:
+    a check that passes only arguments jsonschema finds valid (False means "ask jsonschema");
+    None for a schema with more in it."""
+    if schema.get("type") != "object" or not set(schema) <= {"type", "properties", "additionalProperties", "required"}:
+        return None
+    extra_allowed = schema.get("additionalProperties", True)
+    if not isinstance(extra_allowed, bool):
+        return None
+    rules: dict[str, tuple[tuple[type, ...] | None, frozenset[str] | None]] = {}
+    for name, spec in schema.get("properties", {}).items():
+        if not isinstance(spec, Mapping) or not set(spec) - {"type", "enum", "enumNames"} <= ANNOTATIONS:
+            return None
+        kind, choices = spec.get("type"), spec.get("enum")
+        if kind is not None and not (isinstance(kind, str) and kind in PLAIN_TYPES):   # an array, a list of types...
+            return None
+        if choices is not None:           # strings only: a str equals no other JSON value
+            if kind not in (None, "string") or not isinstance(choices, list) or not all(
+                    isinstance(c, str) for c in choices):
+                return None
+            kind = "string"
+        rules[name] = (PLAIN_TYPES[kind] if kind is not None else None,
+                       frozenset(choices) if choices is not None else None)
+    required = frozenset(schema.get("required", ()))
+
+    def check(arguments: Mapping[str, Any]) -> bool:
+        if not required <= arguments.keys():
+            return False
+        for name, value in arguments.items():
+            rule = rules.get(name)
+            if rule is None:
+                if not extra_allowed:
+                    return False
+                continue
+            types, choices = rule
+            if (types is not None and type(value) not in types) or (choices is not None and value not in choices):
+                return False
+        return True
+    return check
+
+
+def _validator(tool: Tool, ignore_missing: frozenset[str]) -> tuple[Any, Plain | None]:
+    """One compiled validator (and plain check) per tool and set of deferred arguments, reused by every call."""
     key = (id(tool), ignore_missing)
     cached = _validators.get(key)
     if cached is not None and cached[0] is tool:   # the tool itself is kept, so its id cannot be reused
-        return cached[1]
+        return cached[1], cached[2]
     from jsonschema import Draft202012Validator
 
     schema = tool.call_schema
@@ -33,8 +84,9 @@ def _validator(tool: Tool, ignore_missing: frozenset[str]) -> Any:
     if len(_validators) > 4096:
         _validators.clear()
     validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    _validators[key] = (tool, validator)
-    return validator
+    plain = plain_check(schema)
+    _validators[key] = (tool, validator, plain)
+    return validator, plain
 
 
 def argument_problems(tool: Tool, arguments: Any, ignore_missing: Set[str] = frozenset()) -> list[str]:
@@ -44,7 +96,9 @@ def argument_problems(tool: Tool, arguments: Any, ignore_missing: Set[str] = fro
     """
     if not isinstance(arguments, Mapping):
         return ["arguments must be a JSON object"]
-    validator = _validator(tool, frozenset(ignore_missing))
+    validator, plain = _validator(tool, frozenset(ignore_missing))
+    if plain is not None and plain(arguments):
+        return []
     problems = []
     for error in sorted(validator.iter_errors(dict(arguments)), key=lambda e: list(e.path)):
         where = "/".join(str(p) for p in error.absolute_path)

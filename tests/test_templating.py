@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpwrap import config, runner
-from mcpwrap.templating import ArgumentError, build_argv
+from mcpwrap.templating import ArgumentError, build_argv, build_env
 
 
 def tool(command: list[Any], args: str) -> config.Tool:
@@ -234,3 +234,22 @@ def test_no_value_ever_leads_an_element_with_a_dash(parts: list[Part], args: dic
         return
     assert not must_refuse, f"a value leads an element with '-' before any literal '--': {want}"
     assert argv == want                       # every value inside exactly one element, never split or re-parsed
+
+
+def test_the_environment_is_filtered_per_base_and_every_call_gets_its_own_copy() -> None:
+    """The inherited part is filtered once per base mapping (the runner passes the same one to every
+    call); a call's environment is still its own, and another base is filtered afresh."""
+    inheriting = tool(["env"], "")
+    shell = config.loads(b'[tools.s]\nshell = "env"\nargs.v = { type = "string", optional = true }\n',
+                         Path("/tmp/templating.toml")).tool("s")
+    assert shell is not None
+    base = {"PATH": "/bin", "HOME": "/h", "MCPWRAP_SECRET": "x"}
+    first = build_env(inheriting, {}, base)
+    assert first == {"PATH": "/bin", "HOME": "/h"}
+    first["HOME"] = "changed"
+    assert build_env(inheriting, {}, base) == {"PATH": "/bin", "HOME": "/h"}
+    assert build_env(shell, {"v": "1"}, base)["MCP_ARG_V"] == "1"
+    assert "MCP_ARG_V" not in build_env(shell, {}, {**base, "MCP_ARG_V": "inherited"})
+    assert build_env(inheriting, {}, {"PATH": "/usr/bin"}) == {"PATH": "/usr/bin"}
+    assert build_env(inheriting, {}, base) == {"PATH": "/bin", "HOME": "/h"}
+    assert build_env(inheriting, {}, {}) == {}

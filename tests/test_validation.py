@@ -1,14 +1,21 @@
 """Path arguments, attacked at the unit level: every item of an array is confined, odd values
 (NUL, empty, '..' chains, symlink loops) are refused with a reason, and a root of '/' admits
-everything without a string-prefix slip (the check is by path components, not characters)."""
+everything without a string-prefix slip (the check is by path components, not characters).
+The plain check that spares most calls jsonschema never passes what jsonschema refuses."""
 
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
 from mcpwrap import config
-from mcpwrap.validation import resolve_paths
+from mcpwrap.validation import argument_problems, plain_check, resolve_paths
 
 
 def _tool(tmp_path: Path, arg: str) -> config.Tool:
@@ -51,3 +58,58 @@ def test_a_root_of_slash_admits_every_absolute_path(tmp_path: Path) -> None:
     tool = _tool(tmp_path, '{ type = "string", within = ["/"], must_exist = true }')
     resolved, problems = resolve_paths(tool, {"p": str(tmp_path / "sub" / ".." / "f")})
     assert not problems and resolved["p"] == str(tmp_path / "f")
+
+
+# --- the plain check before jsonschema ----------------------------------------------------
+PLAIN_ARGS = {"s": '{ type = "string" }', "b": '{ type = "boolean" }', "i": '{ type = "integer" }',
+              "n": '{ type = "number", optional = true }', "any": '{ description = "anything", optional = true }',
+              "c": '{ type = "string", enum = ["a", "b"], enumNames = ["A", "B"] }',
+              "e": '{ enum = ["x", "1"], optional = true }'}
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False),
+                   st.sampled_from([1.0, 0.0, "a", "b", "x", "1", ""]), st.lists(st.integers(0, 1), max_size=2),
+                   st.dictionaries(st.sampled_from(["k"]), st.integers(0, 1), max_size=1))
+
+
+@cache
+def _plain_tool(names: tuple[str, ...], elicit: str | None) -> config.Tool:
+    lines = [f"args.{n} = {PLAIN_ARGS[n][:-1]}{', elicit = true' if n == elicit else ''} }}" for n in names]
+    toml = '[tools.t]\ncommand = ["true"]\n' + "\n".join(lines) + "\n"
+    tool = config.loads(toml.encode(), Path("/tmp/plain.toml")).tool("t")
+    assert tool is not None
+    return tool
+
+
+VALID = {"s": "text", "b": False, "i": 7, "n": 0.5, "any": [], "c": "b", "e": "x"}
+
+
+@settings(max_examples=500, deadline=None)
+@given(names=st.lists(st.sampled_from(sorted(PLAIN_ARGS)), min_size=1, unique=True).map(tuple),
+       left_out=st.sets(st.sampled_from(sorted(PLAIN_ARGS)), max_size=1),
+       changed=st.dictionaries(st.sampled_from([*PLAIN_ARGS, "extra"]), VALUES, max_size=2),
+       elicit=st.sampled_from([None, "s", "i"]))
+def test_the_plain_check_agrees_with_jsonschema(names: tuple[str, ...], left_out: set[str], changed: dict[str, Any],
+                                                 elicit: str | None) -> None:
+    """Whatever the plain check passes jsonschema passes too: the problems are jsonschema's, always.
+    (Valid arguments with a value or two changed, or one left out: the cases near the line.)"""
+    arguments = {**{n: VALID[n] for n in names if n not in left_out}, **changed}
+    tool = _plain_tool(names, elicit if elicit in names else None)
+    deferred = {elicit} if elicit in names and elicit not in arguments else set()
+    schema = tool.call_schema
+    if deferred:
+        schema = {**schema, "required": [n for n in schema["required"] if n not in deferred]}
+    expected = sorted(Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+                      .iter_errors(arguments), key=lambda e: list(e.path))
+    assert plain_check(schema) is not None
+    assert argument_problems(tool, arguments, ignore_missing=deferred) == [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" if e.absolute_path else e.message for e in expected]
+
+
+def test_the_plain_check_leaves_any_other_schema_to_jsonschema() -> None:
+    base = {"type": "object", "properties": {"s": {"type": "string"}}, "additionalProperties": False}
+    assert plain_check(base) is not None
+    for odd in [{"type": "string", "minLength": 2}, {"type": "string", "format": "email"}, {"type": ["string", "null"]},
+                {"type": "array", "items": {"type": "string"}}, {"type": "integer", "enum": [1, 2]},
+                {"enum": ["a", 1]}, {"const": "a"}, {"anyOf": [{"type": "string"}]}]:
+        assert plain_check({**base, "properties": {"s": odd}}) is None, odd
+    assert plain_check({**base, "additionalProperties": {"type": "string"}}) is None
+    assert plain_check({**base, "minProperties": 1}) is None

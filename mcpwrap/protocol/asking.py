@@ -133,7 +133,8 @@ def next_step(pending: Pending) -> Question | ToolResult | ProtocolError | None:
         return _invalid(pending, problems)
     try:
         build_argv(tool, filled)
-        build_env(tool, filled, {})           # a shell tool's values travel here: same checks, same moment
+        if tool.shell is not None:
+            build_env(tool, filled, {})       # a shell tool's values travel here: same checks, same moment
     except ArgumentError as exc:
         return _invalid(pending, [str(exc)])
     if missing:

@@ -400,7 +400,6 @@ class Core:
     # --- tools/call pipeline ------------------------------------------------------------
     def _call(self, ctx: Context) -> list[Action]:
         from mcpwrap.protocol import asking
-        from mcpwrap.result import ToolResult
 
         request = parse_call(self.config, ctx.params)
         as_task = self._task_decision(ctx, request.tool)
@@ -409,7 +408,7 @@ class Core:
         else:
             outcome = asking.Pending(ctx, request.tool, dict(request.arguments), as_task=as_task,
                                      original=request.arguments)
-        if isinstance(outcome, ToolResult):
+        if not isinstance(outcome, asking.Pending):      # refused (a ToolResult)
             return [self._refused(ctx, outcome, as_task)]
         return self._advance(outcome)
 
@@ -434,24 +433,22 @@ class Core:
 
     def _advance(self, pending: asking.Pending) -> list[Action]:
         """Ask what is still missing, or start the call (or task)."""
-        from mcpwrap.protocol import asking
-        from mcpwrap.protocol.actions import StartCall, TaskOp
-        from mcpwrap.result import ToolResult
+        from mcpwrap.protocol import actions, asking   # one statement: each import here costs per call
 
         ctx = pending.ctx
         step = asking.next_step(pending)
-        if isinstance(step, ToolResult):
-            return [self._refused(ctx, step, pending.as_task)]
         if isinstance(step, ProtocolError):
             raise step
-        if step is not None:
+        if isinstance(step, asking.Question):
             return self._ask(pending, step)
+        if step is not None:                            # refused (a ToolResult)
+            return [self._refused(ctx, step, pending.as_task)]
         if pending.state is not None:
             self._consume(*pending.state)
         self.inflight[ctx.id] = ctx
         if pending.as_task:
-            return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
-        return [StartCall(ctx, pending.tool, pending.arguments)]
+            return [actions.TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
+        return [actions.StartCall(ctx, pending.tool, pending.arguments)]
 
     def _consume(self, nonce: str, expires_at: float) -> None:
         """The retry's requestState authorises this run and no other, in any process sharing the ledger."""

@@ -32,7 +32,7 @@ def is_modern(method: str, params: Mapping[str, Any]) -> bool:
     """Modern by its _meta (a version, or the client keys only a modern request carries) or by a
     method no legacy revision has; `read_meta` then rejects a missing envelope with -32602."""
     meta = params.get("_meta")
-    envelope = isinstance(meta, dict) and any(k in meta for k in ENVELOPE_KEYS)
+    envelope = isinstance(meta, dict) and not meta.keys().isdisjoint(ENVELOPE_KEYS)
     return envelope or method in MODERN_ONLY_METHODS
 
 

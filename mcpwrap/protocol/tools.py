@@ -114,33 +114,30 @@ def parse_call(config: Config, params: Mapping[str, Any]) -> CallRequest:
     return CallRequest(tool, arguments)
 
 
-def _down_convert(block: Block, rev: Revision) -> Block:
-    from mcpwrap.result import Media, ResourceLink, Text   # here: the first answers (the lists) render no result
-
-    if isinstance(block, Media) and block.kind == "audio" and not rev.has("content.audio"):
-        size = len(block.data) * 3 // 4
-        return Text(f"[audio output ({block.mime_type}, about {size} bytes) omitted: "
-                    f"protocol revision {rev.version} cannot carry audio]")
-    if isinstance(block, ResourceLink) and not rev.has("content.resource_link"):
-        label = block.title or block.name
-        return Text(f"[resource link] {label}: {block.uri}"
-                    + (f" ({block.mime_type})" if block.mime_type else "")
-                    + (f" - {block.description}" if block.description else ""))
-    return block
-
-
 def render_block(block: Block, rev: Revision) -> dict[str, Any]:
-    from mcpwrap.result import block_to_json
+    """A block in the revision's wire form; one the revision lacks becomes a text note."""
+    # Imported here: the first answers (the lists) render no result. `from mcpwrap import result`
+    # is the cheap form of a function-level import (a third of `from mcpwrap.result import X`).
+    from mcpwrap import result
 
-    return block_to_json(_down_convert(block, rev))
+    if isinstance(block, result.Media) and block.kind == "audio" and not rev.has("content.audio"):
+        size = len(block.data) * 3 // 4
+        block = result.Text(f"[audio output ({block.mime_type}, about {size} bytes) omitted: "
+                            f"protocol revision {rev.version} cannot carry audio]")
+    elif isinstance(block, result.ResourceLink) and not rev.has("content.resource_link"):
+        label = block.title or block.name
+        block = result.Text(f"[resource link] {label}: {block.uri}"
+                            + (f" ({block.mime_type})" if block.mime_type else "")
+                            + (f" - {block.description}" if block.description else ""))
+    return result.block_to_json(block)
 
 
 def render_result(result: ToolResult, rev: Revision) -> dict[str, Any]:
-    from mcpwrap.result import NO_STRUCTURED
+    from mcpwrap import result as results
 
     out: dict[str, Any] = {"content": [render_block(b, rev) for b in result.content]}
     structured = result.structured
-    if structured is not NO_STRUCTURED and rev.has("result.structuredContent") and (
+    if structured is not results.NO_STRUCTURED and rev.has("result.structuredContent") and (
             rev.has("structured.any_json") or isinstance(structured, dict)):
         out["structuredContent"] = structured
     out["isError"] = result.is_error
