@@ -982,8 +982,12 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
     spawn on the same thread as closely as it did on the loop, so the window for forks before it
     (`_adopt_early_forks`) is no wider. The only call running is spawned on the loop itself: the
     loop has nothing else to do meanwhile, and the hop only added latency (per-call p50 1.53 x ->
-    1.44 x a raw spawn, bench/bench.py, one run). A confined command forks to run Python in the child
-    (which joins its cgroup before exec), or is spawned from its sandbox's thread.
+    1.44 x a raw spawn, bench/bench.py, one run). Its move, though, is the spawner thread's, as
+    every move is: a cgroup.procs write waits for an RCU grace period once the kernel's cgroup
+    lock has gone unused for a while (the first call after ~40 ms without one: ~9 ms here), and
+    on the loop that held every other request (a ping sent 2 ms after such a call waited 9.6 ms).
+    The command runs meanwhile, so the hop costs a call no time. A confined command forks to run
+    Python in the child (which joins its cgroup before exec), or is spawned from its sandbox's thread.
     """
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -999,7 +1003,8 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
 
     try:
         if confinement is None and _running == 1:      # nothing else to do meanwhile: no hop
-            popen, cgroup, sweep = contained()
+            popen = _popen(argv, options)
+            cgroup, sweep = await _spawner().run(functools.partial(_contain, popen.pid, tag))
         elif confinement is None:
             popen, cgroup, sweep = await _spawner().run(contained)
         else:
@@ -1009,7 +1014,8 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
                 else:
                     popen = await trio.to_thread.run_sync(_popen, argv, options)
             # with limits the child joined its cgroup before it could fork
-            cgroup, sweep = (confinement.cgroup, False) if confinement.cgroup else _contain(popen.pid, tag)
+            cgroup, sweep = ((confinement.cgroup, False) if confinement.cgroup
+                             else await _spawner().run(functools.partial(_contain, popen.pid, tag)))
     except BaseException:
         for fd in ours:
             os.close(fd)

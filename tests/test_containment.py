@@ -115,9 +115,9 @@ print(os.read(r, 32).decode(), flush=True)
 def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytest.MonkeyPatch) -> Any:
     """One call while `other` runs, so it is spawned on the spawner thread (the only call running
     is spawned on the loop): the containment of both ways is the same."""
-    threaded: list[bool] = []
-    spawner = runner._spawner
-    monkeypatch.setattr(runner, "_spawner", lambda: threaded.append(True) or spawner())
+    spawned_on: list[str] = []
+    popen = runner._popen
+    monkeypatch.setattr(runner, "_popen", lambda *a: spawned_on.append(threading.current_thread().name) or popen(*a))
 
     async def main() -> Any:
         with trio.fail_after(HANG_S):
@@ -129,7 +129,7 @@ def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytes
                 nursery.cancel_scope.cancel()
                 return result
     result = trio.run(main)
-    assert threaded == [True]
+    assert spawned_on == [threading.main_thread().name, "mcpwrap-spawner"]
     return result
 
 
@@ -207,6 +207,30 @@ def test_a_kept_cgroup_is_checked_empty_before_reuse(mode: str, mark: str) -> No
     finally:
         stray.kill()
         stray.wait()
+
+
+def test_a_move_waiting_on_the_kernel_does_not_hold_the_loop(mode: str, mark: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cgroup.procs write may wait ~10 ms for an RCU grace period (the first call after a quiet
+    spell); on the loop that held every other request. Here the move waits until the loop has run."""
+    moving, loop_ran = threading.Event(), threading.Event()
+    waited: list[bool] = []
+    contain = runner._contain
+
+    def slow(pid: int, tag: str) -> tuple[str | None, bool]:
+        moving.set()
+        waited.append(loop_ran.wait(HANG_S))
+        return contain(pid, tag)
+    monkeypatch.setattr(runner, "_contain", slow)
+
+    async def main() -> None:
+        with trio.fail_after(2 * HANG_S):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(runner.run, tool(mark, 'command = ["true"]'), {})   # the only call: spawned inline
+                await trio.to_thread.run_sync(moving.wait, HANG_S)
+                loop_ran.set()
+    trio.run(main)
+    assert waited == [True]
 
 
 def test_a_call_cgroups_files_are_open_only_while_it_is_used_or_kept(mode: str, mark: str,
