@@ -1052,7 +1052,7 @@ class _Keeper:
     def __init__(self, spool: Spool | None, cap: int, on_warning: OnLine) -> None:
         self.spool = spool if spool is not None and spool.enabled else None
         self.cap, self.on_warning = cap, on_warning
-        self.call = self.spool.new_call() if self.spool else ""
+        self.call = ""                                  # named once something spills (most calls: never)
         self.sinks: dict[str, Sink] = {}
         self.stderr_head = bytearray()
 
@@ -1065,6 +1065,7 @@ class _Keeper:
         try:
             sink = self.sinks.get(stream)
             if sink is None:
+                self.call = self.call or self.spool.new_call()     # both streams of a call share it
                 sink = self.sinks[stream] = await trio.to_thread.run_sync(self.spool.open, self.call, stream)
             if sink.kept:
                 await trio.to_thread.run_sync(sink.write, data)
