@@ -21,6 +21,7 @@ it is a regular file.
 
 from __future__ import annotations
 
+import gc
 import os
 import stat
 import sys
@@ -48,6 +49,7 @@ WATCH_INTERVAL_S = 0.5
 QUEUED_PER_SLOT = 64              # calls that may wait for a slot, per slot of --max-calls (4,160 at the default)
 WAITING_BYTES = 32 * 1024 * 1024  # request bytes the waiting calls may hold; a waiting call costs ~5 KiB besides
 RELOAD_SWITCH_S = 0.0005          # the GIL switch interval while a reload parses in a thread
+RELEASE_SLICE = 500               # tools of a replaced config freed between two scheduler passes
 NEWS = ("notifications/progress", "notifications/message")   # dropped, not queued, while stdout is backed up
 
 
@@ -458,21 +460,34 @@ class Driver:
                 log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}", "warning")
                 continue
             if new.digest != self.core.config.digest:
+                old_tools = list(self.core.config.tools)
                 self.perform(self.core.reload(new))
+                del new
+                while old_tools:          # freed a slice at a time: 10,000 tools at once held the loop ~25 ms
+                    del old_tools[-RELEASE_SLICE:]
+                    await trio.sleep(0)
 
     def _reloaded(self, path: Path) -> config_module.Config:
         """In a worker thread: the whole new config, name index included, so the swap on the loop is O(1).
 
         The switch interval is shortened meanwhile: the loop waits that long for the GIL, and
-        loading 10,000 tools takes a second of it.
+        loading 10,000 tools takes a second of it. The collector is off meanwhile and what the load
+        made is frozen, as at start-up: a million new objects left young made the next collection
+        scan them all, holding the loop 30-50 ms (no cycle among them: a replaced config is freed
+        by reference counts, frozen or not).
         """
         interval = sys.getswitchinterval()
         sys.setswitchinterval(RELOAD_SWITCH_S)
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             new = self.options.toolset.apply(config_module.load(path))
             new.tool("")                  # builds the name index here, not on the first call
+            gc.freeze()
             return new
         finally:
+            if collecting:
+                gc.enable()
             sys.setswitchinterval(interval)
 
     async def _watch_files(self) -> None:

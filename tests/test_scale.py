@@ -6,6 +6,7 @@ Nothing here depends on speed: the figures live in bench/scale.py.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcpwrap import config
+import trio
+
+from mcpwrap import config, front
 from mcpwrap import server as server_module
-from tests.harness import Server, write_atomically
+from mcpwrap.protocol.core import Core
+from tests.harness import HANG_S, Server, write_atomically
 
 TOOLS = """
 [tools.hold]
@@ -136,3 +140,27 @@ def test_a_reload_swaps_in_the_new_tools_with_the_toolset_applied(tmp_path: Path
         assert server.call("tools/call", {"name": "b", "arguments": {}})["result"]["content"][0]["text"] == "b\n"
         hidden = server.call("tools/call", {"name": "hidden", "arguments": {}})
         assert "h2" not in str(hidden) and ("error" in hidden or hidden["result"].get("isError"))
+
+
+def test_a_reload_frees_the_config_it_replaces_though_it_froze_the_new_one(tmp_path: Path) -> None:
+    """A reload freezes what its load made (no collection scans a million objects), and frees the
+    replaced tools a slice at a time: only reference counts free them then, so no cycle may hold them."""
+    tools = tmp_path / "tools.toml"
+    tools.write_text("".join(f'[tools.t{i}]\ncommand = ["echo", "{i}"]\n' for i in range(1200)))
+    first = config.load(tools)
+    core = Core(first, lambda: None, lambda: 0.0, lambda *a: True)
+    replaced = weakref.ref(first.tools[-1])
+    del first
+
+    async def scenario() -> None:
+        with trio.fail_after(HANG_S):
+            async with trio.open_nursery() as nursery:
+                driver = server_module.Driver(core, front.Options(tmp_path / "secret", tmp_path / "state"), nursery,
+                                              server_module.Outbox())
+                nursery.start_soon(driver.watch, tools, front.file_signature(tools))
+                write_atomically(tools, '[tools.only]\ncommand = ["echo", "only"]\n')
+                while replaced() is not None:
+                    await trio.sleep(0.01)
+                assert [tool.name for tool in core.config.tools] == ["only"]
+                nursery.cancel_scope.cancel()
+    trio.run(scenario)
