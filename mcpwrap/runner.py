@@ -613,11 +613,6 @@ class _Call:
         except OSError:
             self.pidfd = None
 
-    def contain(self) -> None:
-        """Move the fresh leader into a cgroup of its own (None where there is none to use)."""
-        self.cgroup, self.sweep = _contain(self.process.pid, self.tag)
-        self.spare = self.cgroup is not None
-
     async def exited(self) -> None:
         """Until the leader exits; unlike Process.wait it does not reap it."""
         if self.pidfd is None:

@@ -477,8 +477,8 @@ def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> 
         assert process.stdout is not None
         with trio.fail_after(HANG_S):
             child = int(await process.stdout.receive_some())       # the fork is done
-        call = runner._Call(process, tag)
-        call.contain()
+        cgroup, sweep = runner._contain(process.pid, tag)         # as a spawn does, right after it
+        call = runner._Call(process, tag, cgroup, sweep, spare=cgroup is not None)
         assert call.cgroup is not None
         assert f"/{os.path.basename(call.cgroup)}\n" in Path(f"/proc/{child}/cgroup").read_text()   # found, moved in
         with trio.fail_after(HANG_S):
