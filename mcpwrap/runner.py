@@ -1145,7 +1145,8 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             on_warning(f"'{tool.name}' runs without what this machine cannot enforce "
                        f"(required = false): {'; '.join(tolerated)}")
     tag = _call_tag()
-    env = {**build_env(tool, args, _inherited_env()), CALL_ENV: tag}
+    env = build_env(tool, args, _inherited_env())         # a fresh dict: the tag goes in without another copy
+    env[CALL_ENV] = tag
     if (task_id := os.environ.get(TASK_ENV)) is not None:   # set by the supervisor after any copy
         env[TASK_ENV] = task_id
     stdin_data: bytes | None = None
