@@ -28,6 +28,7 @@ pass every `tasks.GC_INTERVAL_S`, so no request waits for one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import subprocess
@@ -42,24 +43,33 @@ def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
     return Path(state_dir) / digest / "tasks"
 
 
+def start_peer(args: list[str], cwd: str | None = None) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """A Python child in a session of its own, given the other end of a fresh SOCK_SEQPACKET
+    socketpair (its fd number is its last argument); our end is non-blocking. It lives as long as
+    it reads that end, which ends (EOF) when we exit, however we do."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        for end in (ours, theirs):                  # room for bursts of messages
+            with contextlib.suppress(OSError):
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        process = subprocess.Popen([sys.executable, *args, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, cwd=cwd, start_new_session=True, close_fds=True,
+                                   pass_fds=(theirs.fileno(),))
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    ours.setblocking(False)
+    return process, ours
+
+
 class Forker:
     """A running forker, and the socket tasks are sent to it on."""
 
     def __init__(self, root: Path, secret_file: Path) -> None:
         self.key = (root, secret_file)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "mcpwrap.tasks", "--forker", str(root), str(secret_file),
-                 str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                start_new_session=True, close_fds=True, pass_fds=(theirs.fileno(),))
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        self.socket = ours
+        self.process, self.socket = start_peer(["-m", "mcpwrap.tasks", "--forker", str(root), str(secret_file)])
         threading.Thread(target=self.process.wait, name=f"reap-{self.process.pid}", daemon=True).start()
 
     def fork(self, task_id: str, slot: int) -> bool:

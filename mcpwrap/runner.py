@@ -40,9 +40,11 @@ reported once and dropped for the call. JSON from
 
 from __future__ import annotations
 
+import array
 import atexit
 import base64
 import contextlib
+import errno
 import functools
 import itertools
 import math
@@ -50,8 +52,10 @@ import os
 import queue
 import re
 import secrets
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -64,12 +68,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import trio
 
-from mcpwrap import jsonrpc, landlock, limits
+from mcpwrap import forker, jsonrpc, landlock, limits, spawner
 from mcpwrap.config import Limits, Sandbox, Tool
 from mcpwrap.durable import UnsafePathError
 from mcpwrap.limits import proc_stat, read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
+from mcpwrap.spawner import adopt_early_forks, last_pid, mid_exec
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.validation import resolve_paths
 
@@ -84,7 +89,6 @@ POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at
 PROGRESS_WINDOW = 1024      # characters of a line a progress pattern sees
 MATCH_LIMIT_S = 0.002       # one progress match may hold the loop this long
 EXEC_RETRIES = 5            # passes of a tag sweep over processes caught mid-exec
-RECENT_S = 10.0             # ...which started this recently (an old process with no environment has none)
 MATCH_TRIES = 5             # a match stopped while barely running (preempted) is tried again, this often
 OUTPUT_DEPTH = 64           # nesting allowed in a command's JSON (it is written back a few levels down)
 CALL_ENV = "MCPWRAP_CALL"
@@ -220,22 +224,6 @@ def _group_has_live_member(pgid: int) -> bool:
                for stat in map(proc_stat, filter(str.isdigit, entries)))
 
 
-def _mid_exec(pid: str) -> bool:
-    """Whether an empty environment read may be a live process between exec's mm switch and its new stack.
-
-    Zombies, kernel threads and processes started long ago (pid 1 often has no environment at all)
-    are not: only a process that started in the last few seconds is worth a second look.
-    """
-    stat = proc_stat(pid)
-    if stat is None or stat[0] == b"Z" or stat[1] in (b"0", b"2") or pid == "2":
-        return False
-    try:
-        uptime = float(_read("/proc/uptime").split()[0])
-    except (IndexError, ValueError):
-        return True
-    return uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK") < RECENT_S
-
-
 def kill_tagged(name: str, values: Collection[str], prefix: bool = False) -> None:
     """SIGKILL every other process whose environment holds name=value for one of values
     (with `prefix`, a value that starts with one of them).
@@ -275,7 +263,7 @@ def kill_tagged(name: str, values: Collection[str], prefix: bool = False) -> Non
             environ = _read(f"/proc/{entry}/environ")
             if tagged(entry, environ):
                 kill(entry)
-            elif not environ and _mid_exec(entry):
+            elif not environ and mid_exec(entry):
                 unsure.append(entry)
         if not unsure:
             return
@@ -434,41 +422,37 @@ def _devnull() -> int:
 
 
 HASHED_COMMANDS = 256       # remembered command paths (a PATH set per call could make them many)
-_hashed: dict[tuple[str, str], str] = {}
+_hashed: dict[tuple[str, str | None], str] = {}           # (command, PATH) -> its path
 
 
-def _popen(argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
-    """Popen with the command's path remembered per PATH, as a shell's hash table does: the child
-    makes one execve instead of one per PATH entry before the command's (~25 us a call here).
-    A remembered path that fails to start is forgotten and the command searched for again; as in
-    a shell, a command newly installed earlier on PATH is found once the one remembered fails."""
-    key = (argv[0], os.pathsep.join(os.get_exec_path(options.get("env"))))      # the PATH Popen searches
+def _command_path(command: str, env: Mapping[str, str] | None) -> str | None:
+    """The command's path as last found on the PATH `env` gives, remembered as a shell's hash table
+    does: the child makes one execve instead of one per PATH entry before the command's (~25 us
+    a call here). None for a command not found (yet), or found relative to the call's cwd."""
+    if "/" in command:
+        return command
+    key = (command, (os.environ if env is None else env).get("PATH"))
     path = _hashed.get(key)
-    if path is None and "/" not in argv[0]:
-        found = shutil.which(argv[0], path=key[1])
-        if found is not None and os.path.isabs(found):      # a relative one depends on the call's cwd
+    if path is None:
+        found = shutil.which(command, path=os.pathsep.join(os.get_exec_path(env)))      # the PATH Popen searches
+        if found is not None and os.path.isabs(found):
             if len(_hashed) >= HASHED_COMMANDS:
                 _hashed.clear()
             path = _hashed[key] = found
-    if path is not None:
+    return path
+
+
+def _popen(argv: list[str], options: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """Popen with the command's path remembered (`_command_path`). A remembered path that fails
+    to start is forgotten and the command searched for again; as in a shell, a command newly
+    installed earlier on PATH is found once the one remembered fails."""
+    path = _command_path(argv[0], options.get("env"))
+    if path is not None and path != argv[0]:
         try:
             return subprocess.Popen(argv, executable=path, **options)
         except OSError:
-            _hashed.pop(key, None)
+            _hashed.pop((argv[0], (options.get("env") or os.environ).get("PATH")), None)
     return subprocess.Popen(argv, **options)
-
-
-@functools.cache
-def _last_pid_fd() -> int:
-    return os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY | os.O_CLOEXEC)
-
-
-def _last_pid() -> int:
-    """The pid last handed out: one pread of a file kept open (read twice a call, from two threads)."""
-    try:
-        return int(os.pread(_last_pid_fd(), 32, 0))
-    except (OSError, ValueError):
-        return -1
 
 
 async def _poll(done: Callable[[], bool], limit_s: float) -> bool:
@@ -564,42 +548,13 @@ def _contain(pid: int, tag: str) -> tuple[str | None, bool]:
     except OSError:
         _remove_cgroup(path)
         return None, True
-    return path, not _adopt_early_forks(pid, tag, procs)
-
-
-def _adopt_early_forks(pid: int, tag: str, procs: int) -> bool:
-    """Move in what the leader forked before its own move; False when that is not certain.
-
-    Pids are handed out in order, so such forks hold pids after the leader's, up to
-    ns_last_pid; a round repeats over pids allocated meanwhile until none were.
-    """
-    needle = f"{CALL_ENV}={tag}".encode()
-    low = pid
-    for _ in range(4):
-        high = _last_pid()
-        if high == low:
-            return True
-        if not low < high <= low + 256:             # wrapped around, or too busy to chase
-            return False
-        for other in range(low + 1, high + 1):
-            environ = _read(f"/proc/{other}/environ")
-            if not environ and _mid_exec(str(other)):
-                return False                        # caught mid-exec: the end-of-call sweep must look again
-            if needle in environ.split(b"\0"):
-                try:
-                    os.write(procs, b"%d" % other)
-                except ProcessLookupError:
-                    pass                            # gone; what it forked has a later pid
-                except OSError:
-                    return False
-        low = high
-    return False
+    return path, not adopt_early_forks(pid, f"{CALL_ENV}={tag}".encode(), procs)
 
 
 @dataclass
 class _Call:
     """One call's processes: the leader's group, its cgroup if any, and the environment tag."""
-    process: _Child
+    process: _Child | _RemoteChild
     tag: str
     cgroup: str | None = None
     sweep: bool = True              # False once nothing can have escaped the cgroup
@@ -607,15 +562,18 @@ class _Call:
     ended: bool = False
 
     def __post_init__(self) -> None:
-        # Our own pidfd tells when the leader exits without reaping it (see _alone).
-        try:
-            self.pidfd: int | None = os.pidfd_open(self.process.pid)
-        except OSError:
-            self.pidfd = None
+        # Our own pidfd tells when the leader exits without reaping it (see _alone); the spawn
+        # helper's report tells for a leader it started.
+        self.pidfd: int | None = None
+        if not isinstance(self.process, _RemoteChild):
+            with contextlib.suppress(OSError):
+                self.pidfd = os.pidfd_open(self.process.pid)
 
     async def exited(self) -> None:
         """Until the leader exits; unlike Process.wait it does not reap it."""
-        if self.pidfd is None:
+        if isinstance(self.process, _RemoteChild):
+            await self.process.exited()
+        elif self.pidfd is None:
             await self.process.wait()
         else:
             await trio.lowlevel.wait_readable(self.pidfd)
@@ -625,14 +583,19 @@ class _Call:
 
         Until it is reaped its pid stays taken: no later process can bring ns_last_pid back to it.
         """
+        if isinstance(self.process, _RemoteChild):
+            return self.process.alone
         try:
             exited = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         except ChildProcessError:                       # reaped already: its pid may be anyone's now
             return False
-        return exited and _last_pid() == self.process.pid
+        return exited and last_pid() == self.process.pid
 
     def _cgroup_members(self) -> list[int]:
-        return [int(pid) for pid in _read(os.path.join(self.cgroup, "cgroup.procs")).split()] if self.cgroup else []
+        """Who is in the call's cgroup (an emptied one, read from the kept-open events, needs no list)."""
+        if not self.cgroup or _emptied_cgroup(self.cgroup):
+            return []
+        return [int(pid) for pid in _read(os.path.join(self.cgroup, "cgroup.procs")).split()]
 
     def _emptied(self) -> bool:
         if self.cgroup:
@@ -645,6 +608,11 @@ class _Call:
         pgid = self.process.pid
         if self._alone():                               # the common case: a command that forked nothing
             self.sweep = False
+        elif isinstance(self.process, _RemoteChild) and self.process.released:
+            self.sweep = True                           # its pid is no longer held for us: only the cgroup
+            if self.cgroup:                             # and the tag still name the call's processes
+                with contextlib.suppress(OSError):
+                    _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
         else:
             termed = _signal_group(pgid, signal.SIGTERM)
             for pid in self._cgroup_members():          # members that left the group (setsid)
@@ -795,6 +763,7 @@ def _after_fork() -> None:
     die; its calls get one of their own)."""
     global _watched, _running
     _spawner.cache_clear()
+    stop_spawn_helper()                                 # the parent's (closing our copy leaves it to the parent)
     _SPARES.clear()
     for fd in itertools.chain.from_iterable(_cgroup_fds.values()):
         os.close(fd)
@@ -963,26 +932,311 @@ class _Child:
         return self.popen.returncode  # type: ignore[return-value]
 
 
+class _HelperLost(OSError):
+    """The spawn helper exited before it reported a spawn: whatever it started was ended."""
+
+
+@dataclass(eq=False)
+class _Remote:
+    """What the spawn helper said about one call."""
+    answer: list[Any] | None = None                 # SPAWNED or FAILED
+    exit: list[Any] | None = None                   # EXITED
+    lost: bool = False                              # the helper exited first
+    waiter: trio.lowlevel.Task | None = None
+
+
+class _SpawnHelper:
+    """This process's end of its spawn helper (`mcpwrap.spawner`). Requests are sent without
+    blocking; answers are read on the loop by whichever waiting task finds no other reading
+    (wait_readable allows one), which hands each its message, and its place to another waiter when
+    it leaves: no thread and no GIL hand-off between the loop and the helper."""
+
+    def __init__(self) -> None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.process, self.socket = forker.start_peer(["-c", _HELPER, root], cwd="/")
+        self.token = trio.lowlevel.current_trio_token()
+        self.ready = False                              # until its first message: spawns stay in-process meanwhile
+        self.dead = False
+        self.reading = False
+        self.calls: dict[int, _Remote] = {}             # id -> the call, until its leader is reaped
+        self.waiting: set[_Remote] = set()
+        self.outgoing: list[tuple[bytes, list[int]]] = []      # requests of this loop pass, and their fds
+        self.flushing = False
+        self.ids = itertools.count()
+        threading.Thread(target=self.process.wait, name=f"reap-{self.process.pid}", daemon=True).start()
+
+    def usable(self) -> bool:
+        """Ready, alive, and serving this trio run (a later run takes it over once it is idle)."""
+        if self.dead:
+            return False
+        if (token := trio.lowlevel.current_trio_token()) is not self.token:
+            if self.calls:
+                return False
+            self.token = token
+        if not self.ready:
+            try:
+                self._take(self.socket.recv(READ_CHUNK))  # READY: nothing else comes before a request
+            except BlockingIOError:
+                pass
+            except OSError:
+                self._take(b"")
+        return self.ready and not self.dead
+
+    def _take(self, data: bytes) -> None:
+        if not data:                                    # EOF: it exited; what it held is lost
+            self.dead = True
+            for remote in self.calls.values():
+                remote.lost = True
+                self._wake(remote)
+            return
+        for message in orjson.loads(data):
+            if message[0] == spawner.READY:
+                self.ready = True
+            elif (found := self.calls.get(message[1])) is not None:
+                if message[0] == spawner.EXITED:
+                    found.exit = message
+                else:
+                    found.answer = message
+                self._wake(found)
+
+    def _wake(self, remote: _Remote) -> None:
+        if remote.waiter is not None:
+            self.waiting.discard(remote)
+            task, remote.waiter = remote.waiter, None
+            trio.lowlevel.reschedule(task)
+
+    async def until(self, remote: _Remote, ready: Callable[[], bool], cancellable: bool) -> None:
+        """Until ready() or the helper is gone. A wait that may not be cancelled (a spawn's answer:
+        the command was or will be started; a leader's exit once it was killed) gives a helper
+        that does not answer HELPER_ANSWER_S, then kills it: its calls are lost, not hung."""
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            if not cancellable:
+                return trio.lowlevel.Abort.FAILED
+            self.waiting.discard(remote)
+            remote.waiter = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        while not (ready() or remote.lost):
+            if self.reading:                            # woken with its message, or to read in turn
+                remote.waiter = trio.lowlevel.current_task()
+                self.waiting.add(remote)
+                await trio.lowlevel.wait_task_rescheduled(abort)
+                continue
+            self.reading = True
+            try:
+                if cancellable:
+                    await trio.lowlevel.wait_readable(self.socket)
+                else:
+                    with trio.CancelScope(shield=True, deadline=trio.current_time() + HELPER_ANSWER_S) as scope:
+                        await trio.lowlevel.wait_readable(self.socket)
+                    if scope.cancelled_caught:
+                        _stderr_warning(f"the spawn helper did not answer in {HELPER_ANSWER_S:g}s: it is killed")
+                        self.process.kill()             # its EOF comes next
+                try:
+                    while not self.dead:
+                        self._take(self.socket.recv(READ_CHUNK))
+                except BlockingIOError:
+                    pass
+                except OSError:                         # reset: it died with requests unread
+                    self._take(b"")
+            finally:
+                self.reading = False
+                if self.waiting:                        # the next reader
+                    self._wake(next(iter(self.waiting)))
+
+    async def spawn(self, executable: str, argv: list[str], options: dict[str, Any], tag: str,
+                    procs: int) -> _Remote | None:
+        """Have the helper start the command and move it; None when it cannot take the request now."""
+        call_id = next(self.ids)
+        request = orjson.dumps([spawner.SPAWN, call_id, executable, argv, options["cwd"], options["env"],
+                                f"{CALL_ENV}={tag}"])
+        if len(request) > spawner.MESSAGE_MAX:
+            return None
+        remote = self.calls[call_id] = _Remote()
+        self._queue(request, [options["stdin"], options["stdout"], options["stderr"], procs])
+        await self.until(remote, lambda: remote.answer is not None, cancellable=False)
+        if remote.answer is not None and remote.answer[0] == spawner.FAILED:
+            del self.calls[call_id]
+        return remote
+
+    def reap(self, remote: _Remote) -> None:
+        """The leader may go: the server is done with its pid."""
+        if remote.answer is not None and self.calls.pop(remote.answer[1], None) is not None and not self.dead:
+            self._queue(orjson.dumps([spawner.REAP, remote.answer[1]]), [])
+
+    def _queue(self, request: bytes, fds: list[int]) -> None:
+        """Requests leave together once this pass of the loop is over: the helper, woken once for them,
+        takes no CPU from the loop per request."""
+        self.outgoing.append((request, fds))
+        if not self.flushing:
+            self.flushing = True
+            self.token.run_sync_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.flushing = False
+        while self.outgoing and not self.dead:
+            size, count = 2, 0
+            for request, fds in self.outgoing:
+                size += len(request) + 1
+                if count and (size > spawner.MESSAGE_MAX or len(fds) + 4 * count > spawner.FDS_MAX):
+                    break
+                count += 1
+            batch, self.outgoing = self.outgoing[:count], self.outgoing[count:]
+            passed = array.array("i", [fd for _, fds in batch for fd in fds])
+            try:
+                self.socket.sendmsg([b"[" + b",".join(request for request, _ in batch) + b"]"],
+                                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, passed)] if passed else [])
+            except BlockingIOError:                     # full: spawns go the in-process way, reaps wait for room
+                self.outgoing = [item for item in batch + self.outgoing if not self._refuse(item[0])]
+                if self.outgoing:
+                    threading.Thread(target=self._flush_when_room, daemon=True).start()
+                return
+            except OSError:
+                self._take(b"")                         # gone
+        for request, _ in self.outgoing:               # it died with these unsent
+            self._refuse(request)
+        self.outgoing.clear()
+
+    def _refuse(self, request: bytes) -> bool:
+        """A spawn not sent is answered FAILED here (the in-process way runs it); False for a reap."""
+        message = orjson.loads(request)
+        if message[0] != spawner.SPAWN:
+            return False
+        self._take(orjson.dumps([[spawner.FAILED, message[1], 0, "not sent"]]))
+        return True
+
+    def _flush_when_room(self) -> None:
+        select.select([], [self.socket], [])
+        with contextlib.suppress(trio.RunFinishedError):
+            self.token.run_sync_soon(self._flush)
+
+
+_HELPER = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.spawner import main; main(sys.argv[2:])"
+HELPER_STARTS = 3           # a helper that keeps dying is given up for this process (spawns stay in-process)
+HELPER_ANSWER_S = 10.0      # a helper silent this long when an answer is due is killed (stopped, or hung)
+_helper: _SpawnHelper | None = None
+_helper_starts = 0
+
+
+def _spawn_helper() -> _SpawnHelper | None:
+    """This process's spawn helper once it is ready; started on first need, replaced if it died."""
+    global _helper, _helper_starts
+    if _helper is not None and not _helper.dead:
+        return _helper if _helper.usable() else None
+    if _helper_starts >= HELPER_STARTS:
+        return None
+    _helper_starts += 1
+    try:
+        _helper = _SpawnHelper()
+    except OSError as exc:
+        _helper_starts = HELPER_STARTS
+        _stderr_warning(f"no spawn helper ({exc}): concurrent calls are spawned in-process")
+    return None
+
+
+def stop_spawn_helper() -> None:
+    """Let go of this process's spawn helper: it exits at EOF, and the next concurrent call starts another."""
+    global _helper, _helper_starts
+    if _helper is not None:
+        _helper.socket.close()
+        _helper, _helper_starts = None, 0
+
+
+class _RemoteChild:
+    """A command the spawn helper started: the face of _Child, with the exit as the helper reports it."""
+
+    def __init__(self, helper: _SpawnHelper, remote: _Remote, pid: int, stdin: int | None, stdout: int,
+                 stderr: int) -> None:
+        self.helper, self.remote, self.pid = helper, remote, pid
+        self.stdin = trio.lowlevel.FdStream(stdin) if stdin is not None else None
+        self.stdout = trio.lowlevel.FdStream(stdout)
+        self.stderr = trio.lowlevel.FdStream(stderr)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.remote.exit[2] if self.remote.exit is not None else None
+
+    @property
+    def released(self) -> bool:
+        """The helper is gone, and with it the hold on the leader's pid (another reaped it)."""
+        return self.remote.lost
+
+    @property
+    def lost(self) -> bool:
+        """The helper exited before the leader did: its exit status is unknown."""
+        return self.remote.lost and self.remote.exit is None
+
+    @property
+    def alone(self) -> bool:
+        return self.remote.exit is not None and bool(self.remote.exit[3])
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    async def exited(self) -> None:
+        await self.helper.until(self.remote, lambda: self.remote.exit is not None, cancellable=True)
+
+    async def wait(self) -> int | None:
+        """Once the call's processes were ended: the exit, then the helper may reap the leader."""
+        await self.helper.until(self.remote, lambda: self.remote.exit is not None, cancellable=False)
+        self.helper.reap(self.remote)
+        return self.returncode
+
+
+async def _spawn_by_helper(argv: list[str], options: dict[str, Any], tag: str,
+                           ours: list[int | None]) -> tuple[_RemoteChild, str | None, bool] | None:
+    """Spawn and move on the helper: (child, cgroup, sweep), or None for the in-process way (no helper
+    ready, no cgroups, a command not found yet: that way reports it as before, or a refused request)."""
+    helper, server = _spawn_helper(), _server_cgroup()
+    executable = _command_path(argv[0], options["env"])
+    if helper is None or server is None or executable is None:
+        return None
+    path = _spare_cgroup(server)
+    try:
+        if path is None:
+            os.mkdir(path := os.path.join(server, tag))
+        procs = _cgroup_files(path)[1]
+    except OSError:
+        if path is not None:
+            _remove_cgroup(path)
+        return None
+    remote = await helper.spawn(executable, argv, options, tag, procs)
+    if remote is None or (remote.answer is not None and remote.answer[0] == spawner.FAILED):
+        _keep_spare(path) or _remove_cgroup(path)       # nothing went in; the in-process way says why
+        return None
+    if remote.lost:                                     # it may have started the command
+        with contextlib.suppress(OSError):
+            _write(os.path.join(path, "cgroup.kill"), "1")
+        await _poll(lambda: _remove_cgroup(path), FLUSH_S)
+        await _sweep(tag)
+        raise _HelperLost(errno.ECHILD, "mcpwrap's spawn helper exited during the spawn")
+    _, _, pid, moved, sweep = remote.answer  # type: ignore[misc]
+    if not moved:
+        _remove_cgroup(path)
+    out_r, err_r, in_w = ours
+    child = _RemoteChild(helper, remote, pid, in_w, out_r, err_r)  # type: ignore[arg-type]
+    return child, path if moved else None, sweep
+
+
 async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str],
                  confinement: _Confinement | None, tag: str) -> _Call:
     """Start the command in a new session with fresh pipes, contained; OSError/SubprocessError when it cannot.
 
-    An unconfined command is spawned and moved into its cgroup on the spawner thread, so the loop
-    goes on while vfork waits for the child's exec (scheduling, not work: CPython drops the GIL
-    across it, 3.11.7 here does) and while the cgroup.procs write waits on the kernel's locks;
-    on a busy machine they held the loop 0.4-1.7 ms a spawn. The hop costs ~0.1 ms of CPU a
-    call (GIL hand-offs); pipelined throughput at load 5 went 0.21 x -> 0.48 x the thread-pool
-    floor (bench/bench.py) but is even at load 1-3.5 (0.51 x both), as is per-call latency: the
-    spawner thread is then the serial step, and a second one did not help. The move follows the
-    spawn on the same thread as closely as it did on the loop, so the window for forks before it
-    (`_adopt_early_forks`) is no wider. The only call running is spawned on the loop itself: the
-    loop has nothing else to do meanwhile, and the hop only added latency (per-call p50 1.53 x ->
-    1.44 x a raw spawn, bench/bench.py, one run). Its move, though, is the spawner thread's, as
-    every move is: a cgroup.procs write waits for an RCU grace period once the kernel's cgroup
-    lock has gone unused for a while (the first call after ~40 ms without one: ~9 ms here), and
-    on the loop that held every other request (a ping sent 2 ms after such a call waited 9.6 ms).
-    The command runs meanwhile, so the hop costs a call no time. A confined command forks to run
-    Python in the child (which joins its cgroup before exec), or is spawned from its sandbox's thread.
+    Three ways, one containment. The only call running is spawned on the loop itself (it has
+    nothing else to do meanwhile; a hop only added latency), and moved into its cgroup on the
+    spawner thread: a cgroup.procs write waits for an RCU grace period once the kernel's cgroup
+    lock has gone unused for a while (~9 ms here after ~40 ms without one), which on the loop held
+    every other request. A call beside others is spawned and moved by the spawn helper
+    (`mcpwrap.spawner`, cgroup containment only): on a thread here each spawn handed the GIL
+    back and forth with the loop at every system call of Popen and the move (~8 a spawn), and
+    pipelined throughput stopped near 0.65 x the thread-pool floor; in a process of its own,
+    with two spawning threads and requests and answers batched per loop pass, 0.65 -> 0.69 x
+    in the same A/B runs (bench/README.md has the figures). Until the helper is ready, for a
+    request too big for it, or for one it could not start (the in-process way then gives the
+    answer it always gave), such a call takes the spawner thread. The move follows the spawn on
+    the same thread either way, so the window for forks before it (`adopt_early_forks`) is no
+    wider. A confined command forks to run Python in the child (which joins its cgroup before
+    exec), or is spawned from its sandbox's thread.
     """
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
@@ -990,13 +1244,16 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
     options: dict[str, Any] = dict(stdin=_devnull() if in_r is None else in_r, stdout=out_w, stderr=err_w,
                                    cwd=cwd, env=env, start_new_session=True, close_fds=True,
                                    preexec_fn=confinement.preexec if confinement else None)
-    ours = [fd for fd in (out_r, err_r, in_w) if fd is not None]
+    ours = [out_r, err_r, in_w]
 
     def contained() -> tuple[subprocess.Popen[bytes], str | None, bool]:
         popen = _popen(argv, options)
         return popen, *_contain(popen.pid, tag)
 
     try:
+        if confinement is None and _running > 1 and (by_helper := await _spawn_by_helper(argv, options, tag, ours)):
+            child, cgroup, sweep = by_helper
+            return _Call(child, tag, cgroup, sweep, spare=True)
         if confinement is None and _running == 1:      # nothing else to do meanwhile: no hop
             popen = _popen(argv, options)
             cgroup, sweep = await _spawner().run(functools.partial(_contain, popen.pid, tag))
@@ -1013,7 +1270,8 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
                              else await _spawner().run(functools.partial(_contain, popen.pid, tag)))
     except BaseException:
         for fd in ours:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
         raise
     finally:
         for child_end in (out_w, err_w, in_r):
@@ -1177,7 +1435,8 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             confinement.close()
             confinement.release()
         return error_result(f"cannot start {argv[0]!r}" + (" confined as its tools file asks" if confinement else "")
-                            + f": {getattr(exc, 'strerror', None) or exc}; nothing ran")
+                            + f": {getattr(exc, 'strerror', None) or exc}"
+                            + ("; what it had started was ended" if isinstance(exc, _HelperLost) else "; nothing ran"))
     process = call.process
     keeper = _Keeper(spool, tool.max_output, on_warning)
     timed_out = False
@@ -1219,6 +1478,9 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                     await trio.to_thread.run_sync(confinement.close)
                 confinement.release()
             links = await keeper.finish(tool)
+    if isinstance(process, _RemoteChild) and process.lost:
+        return error_result(f"mcpwrap's spawn helper exited while {tool.name!r} ran: its processes were ended "
+                            "and its exit status is unknown")
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
                        time.monotonic() - started, links, limit_hit[0] if limit_hit else None)
@@ -1287,4 +1549,4 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
     return ToolResult(content=content, structured=structured, is_error=is_error, **meta)
 
 
-__all__ = ["ArgumentError", "containment", "run"]
+__all__ = ["ArgumentError", "containment", "run", "stop_spawn_helper"]

@@ -112,14 +112,35 @@ print(os.read(r, 32).decode(), flush=True)
 """
 
 
-def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """One call while `other` runs, so it is spawned on the spawner thread (the only call running
-    is spawned on the loop): the containment of both ways is the same."""
+async def helper_ready() -> None:
+    """Until this process's spawn helper has started and said so (the first concurrent call starts it)."""
+    with trio.fail_after(HANG_S):
+        while runner._spawn_helper() is None:
+            await trio.sleep(0.01)
+
+
+def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytest.MonkeyPatch, way: str) -> Any:
+    """One call while `other` runs, so it is spawned by the spawn helper or, with none ready, on the
+    spawner thread (the only call running is spawned on the loop): the containment of every way
+    is the same."""
+    if way == "helper" and not runner.containment().startswith("cgroup v2"):
+        pytest.skip("the spawn helper serves cgroup containment only")
+    if way == "thread":
+        monkeypatch.setattr(runner, "_spawn_helper", lambda: None)
     spawned_on: list[str] = []
-    popen = runner._popen
+    popen, by_helper = runner._popen, runner._spawn_by_helper
     monkeypatch.setattr(runner, "_popen", lambda *a: spawned_on.append(threading.current_thread().name) or popen(*a))
 
+    async def spawn_by_helper(*args: Any) -> Any:
+        spawned = await by_helper(*args)
+        spawned_on.append("helper" if spawned else "not by the helper")
+        return spawned
+
+    monkeypatch.setattr(runner, "_spawn_by_helper", spawn_by_helper)
+
     async def main() -> Any:
+        if way == "helper":
+            await helper_ready()
         with trio.fail_after(HANG_S):
             async with trio.open_nursery() as nursery:
                 up = trio.Event()
@@ -129,18 +150,19 @@ def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytes
                 nursery.cancel_scope.cancel()
                 return result
     result = trio.run(main)
-    assert spawned_on == [threading.main_thread().name, "mcpwrap-spawner"]
+    expected = {"helper": ["helper"], "thread": ["not by the helper", "mcpwrap-spawner"]}[way]
+    assert spawned_on == [threading.main_thread().name, *expected]
     return result
 
 
-@pytest.mark.parametrize("beside", [False, True])
+@pytest.mark.parametrize("beside", ["", "thread", "helper"])
 @pytest.mark.parametrize("close", ["pass", "os.closerange(0, 65536)"])
-def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close: str, beside: bool,
+def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close: str, beside: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     code = DAEMON.replace("CLOSE", close)
     spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\nkill_grace = \"0.5s\"\n")
     if beside:
-        result = run_beside_another(spec, tool(mark, 'shell = "echo up >&2; sleep 1027"'), monkeypatch)
+        result = run_beside_another(spec, tool(mark, 'shell = "echo up >&2; sleep 1027"'), monkeypatch, beside)
     else:
         result = guarded_run(spec)
     assert not result.is_error and int(result.text) > 0
