@@ -972,7 +972,8 @@ class _SpawnHelper:
         if (token := trio.lowlevel.current_trio_token()) is not self.token:
             if self.calls:
                 return False
-            self.token = token
+            self.token, self.flushing = token, False    # what the last run left unsent goes now
+            self._flush()
         if not self.ready:
             try:
                 self._take(self.socket.recv(READ_CHUNK))  # READY: nothing else comes before a request
@@ -1075,10 +1076,10 @@ class _SpawnHelper:
     def _flush(self) -> None:
         self.flushing = False
         while self.outgoing and not self.dead:
-            size, count = 2, 0
+            size, passing, count = 2, 0, 0
             for request, fds in self.outgoing:
-                size += len(request) + 1
-                if count and (size > spawner.MESSAGE_MAX or len(fds) + 4 * count > spawner.FDS_MAX):
+                size, passing = size + len(request) + 1, passing + len(fds)
+                if count and (size > spawner.MESSAGE_MAX or passing > spawner.FDS_MAX):
                     break
                 count += 1
             batch, self.outgoing = self.outgoing[:count], self.outgoing[count:]
@@ -1106,8 +1107,8 @@ class _SpawnHelper:
         return True
 
     def _flush_when_room(self) -> None:
-        select.select([], [self.socket], [])
-        with contextlib.suppress(trio.RunFinishedError):
+        with contextlib.suppress(OSError, ValueError, trio.RunFinishedError):    # closed, or the run is over
+            select.select([], [self.socket], [])
             self.token.run_sync_soon(self._flush)
 
 
