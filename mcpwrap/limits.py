@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 
 from mcpwrap.config import Limits
+from mcpwrap.spawner import read_file
 
 CGROUP_ENV = "MCPWRAP_LIMITS_CGROUP"
 REMOVE_S = 1.0                  # at exit, the per-process directories get this long to empty
@@ -311,32 +312,6 @@ def _rlimits(limits: Limits, memory_capped: bool) -> tuple[tuple[int, int, int],
 
 
 # --- cgroup files ----------------------------------------------------------------------------
-def proc_stat(pid: int | str) -> list[bytes] | None:
-    """/proc/<pid>/stat after the command name (index 0 = state, 2 = pgid, 19 = start time); None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def read_file(path: str) -> bytes:
-    """The file's bytes, b"" when it cannot be read; raw reads, as a call reads several per run."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    chunks = []
-    try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
-
-
 def write_file(path: str, data: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:

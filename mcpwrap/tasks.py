@@ -98,7 +98,6 @@ from mcpwrap import signing
 from mcpwrap import forker
 from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
 from mcpwrap.forker import store_root
-from mcpwrap.limits import proc_stat
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -111,6 +110,7 @@ from mcpwrap.protocol.tasking import (
     valid_id,
 )
 from mcpwrap.protocol.tools import ProtocolError
+from mcpwrap.spawner import proc_stat
 
 if TYPE_CHECKING:
     import trio
