@@ -236,3 +236,46 @@ def test_a_sibling_leader_caught_mid_exec_does_not_spoil_the_chase(monkeypatch: 
         for p in (leader, sibling):
             p.kill()
             p.wait()
+
+
+# A process whose calls are the helper's: one alone (the loop's), then two beside it once the
+# helper is ready; it prints the helper's pid and waits to be killed.
+CALLER = """
+import sys, trio
+from pathlib import Path
+from mcpwrap import config, runner
+spec = config.loads(sys.argv[1].encode(), Path("tools.toml")).tool("t")
+async def main():
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runner.run, spec, {})
+        while runner._spawn_helper() is None:
+            await trio.sleep(0.01)
+        for _ in range(2):
+            nursery.start_soon(runner.run, spec, {})
+        print(runner._helper.process.pid, flush=True)
+        await trio.sleep_forever()
+trio.run(main)
+"""
+
+
+def test_a_server_killed_outright_takes_the_helper_and_its_calls_with_it(mark: str) -> None:
+    """SIGKILL runs no exit handler: the watchdog ends the calls (the helper's too), and the helper
+    ends at the EOF of its socket."""
+    caller = subprocess.Popen([sys.executable, "-c", CALLER, f'[tools.t]\nenv = {{ MARK = "{mark}" }}\n'
+                               'command = ["sleep", "1046"]\n'], stdout=subprocess.PIPE,
+                              cwd=Path(__file__).parent.parent)
+    try:
+        assert caller.stdout is not None
+        helper_pid = int(caller.stdout.readline())
+        sleepers = until(lambda: (found if len(found := procs.with_env("MARK", mark)) == 3 else None),
+                         "the three calls to run")
+        parents = sorted(procs.Proc(pid, 0, 0).read("stat").rsplit(b")", 1)[1].split()[1] for pid in sleepers)
+        assert parents == sorted([str(caller.pid).encode()] + [str(helper_pid).encode()] * 2)
+        caller.kill()
+        assert caller.wait(HANG_S) == -signal.SIGKILL
+        until(lambda: gone(mark), "the killed caller's calls to be ended by its watchdog")
+        until(lambda: not os.path.exists(f"/proc/{helper_pid}") or
+              b") Z " in procs.Proc(helper_pid, 0, 0).read("stat"), "the helper to exit")
+    finally:
+        caller.kill()
+        caller.wait()
