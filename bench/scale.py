@@ -226,7 +226,7 @@ def main() -> int:
             served = measure_server(files, tmp, args.runs)
             concurrent = measure_concurrent(tools, tmp, counts)
             per_call = B.measure_per_call(tools, tmp, 200 * args.runs)
-            pipelined = B.measure_pipelined(tools, tmp, 1000, max(2, args.runs // 2))
+            pipelined = B.measure_pipelined(tools, tmp, 1000, max(5, args.runs // 2))   # a median of 5 bursts at least
             peer = measure_peer(tools, tmp, args.runs * 2, not args.no_peer)
         finally:
             B.kill_all()

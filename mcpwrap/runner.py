@@ -1042,6 +1042,9 @@ class _SpawnHelper:
                     self._take(b"")
             finally:
                 self.reading = False
+                if self.dead:                           # nobody waits on it now, nor will
+                    trio.lowlevel.notify_closing(self.socket)
+                    self.socket.close()
                 if self.waiting:                        # the next reader
                     self._wake(next(iter(self.waiting)))
 
