@@ -1052,8 +1052,11 @@ class _SpawnHelper:
                     procs: int) -> _Remote | None:
         """Have the helper start the command and move it; None when it cannot take the request now."""
         call_id = next(self.ids)
-        request = orjson.dumps([spawner.SPAWN, call_id, executable, argv, options["cwd"], options["env"],
-                                f"{CALL_ENV}={tag}"])
+        try:
+            request = orjson.dumps([spawner.SPAWN, call_id, executable, argv, options["cwd"], options["env"],
+                                    f"{CALL_ENV}={tag}"])
+        except orjson.JSONEncodeError:                  # bytes that are not UTF-8 (an inherited variable's)
+            return None
         if len(request) > spawner.MESSAGE_MAX:
             return None
         remote = self.calls[call_id] = _Remote()

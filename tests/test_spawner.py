@@ -279,3 +279,15 @@ def test_a_server_killed_outright_takes_the_helper_and_its_calls_with_it(mark: s
     finally:
         caller.kill()
         caller.wait()
+
+
+def test_an_environment_that_is_not_utf8_goes_the_in_process_way(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """os.environ keeps undecodable bytes as surrogates, which the helper's JSON cannot carry."""
+    monkeypatch.setenv("LATIN1", os.fsdecode(b"caf\xe9"))
+    runner._inherited_env.cache_clear()
+    spec = tool(mark, f"command = [{sys.executable!r}, '-c', 'import os; print(os.getppid(), os.environb[b\"LATIN1\"])']\n")
+    try:
+        [result] = beside_a_holder(mark, run_all([(spec, {})]))
+    finally:
+        runner._inherited_env.cache_clear()
+    assert result.text.split() == [str(os.getpid()), "b'caf\\xe9'"], result.text
