@@ -1098,8 +1098,9 @@ class _SpawnHelper:
                 if self.outgoing:
                     threading.Thread(target=self._flush_when_room, daemon=True).start()
                 return
-            except OSError:
-                self._take(b"")                         # gone
+            except OSError:                             # gone: what was not sent goes the in-process way
+                self.outgoing = batch + self.outgoing
+                self._take(b"")
         for request, _ in self.outgoing:               # it died with these unsent
             self._refuse(request)
         self.outgoing.clear()

@@ -291,3 +291,17 @@ def test_an_environment_that_is_not_utf8_goes_the_in_process_way(mark: str, monk
     finally:
         runner._inherited_env.cache_clear()
     assert result.text.split() == [str(os.getpid()), "b'caf\\xe9'"], result.text
+
+
+def test_requests_to_a_helper_that_died_unnoticed_go_the_in_process_way(mark: str) -> None:
+    """Nothing was reading its socket when it died: the send fails, and what was not sent runs here."""
+    async def calls() -> list[ToolResult]:
+        dead = helper().process
+        dead.kill()
+        with trio.fail_after(HANG_S):
+            while dead.poll() is None:
+                await trio.sleep(0.01)
+        return await run_all([(tool(mark, PPID), {})] * 2)()
+
+    results = beside_a_holder(mark, calls)
+    assert [r.text.strip() for r in results] == [str(os.getpid())] * 2, results
