@@ -984,9 +984,12 @@ class _SpawnHelper:
         return self.ready and not self.dead
 
     def _take(self, data: bytes) -> None:
-        if not data:                                    # EOF: it exited; what it held is lost
+        if not data:                                    # EOF: it exited
             self.dead = True
-            for remote in self.calls.values():
+            for request, _ in self.outgoing:            # not sent yet: those go the in-process way
+                self._refuse(request)
+            self.outgoing.clear()
+            for remote in self.calls.values():          # what it held is lost
                 remote.lost = True
                 self._wake(remote)
             return
@@ -1098,7 +1101,7 @@ class _SpawnHelper:
                 if self.outgoing:
                     threading.Thread(target=self._flush_when_room, daemon=True).start()
                 return
-            except OSError:                             # gone: what was not sent goes the in-process way
+            except OSError:                             # gone
                 self.outgoing = batch + self.outgoing
                 self._take(b"")
         for request, _ in self.outgoing:               # it died with these unsent
