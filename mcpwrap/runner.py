@@ -962,6 +962,8 @@ class _SpawnHelper:
         self.waiting: set[_Remote] = set()
         self.outgoing: list[tuple[bytes, list[int]]] = []      # requests of this loop pass, and their fds
         self.flushing = False
+        self.pongs = 0                                  # PINGs answered
+        self.pinged: int | None = None                  # pongs when the last PING went out
         self.ids = itertools.count()
         threading.Thread(target=self.process.wait, name=f"reap-{self.process.pid}", daemon=True).start()
 
@@ -996,6 +998,8 @@ class _SpawnHelper:
         for message in orjson.loads(data):
             if message[0] == spawner.READY:
                 self.ready = True
+            elif message[0] == spawner.PONG:
+                self.pongs += 1
             elif (found := self.calls.get(message[1])) is not None:
                 if message[0] == spawner.EXITED:
                     found.exit = message
@@ -1011,8 +1015,9 @@ class _SpawnHelper:
 
     async def until(self, remote: _Remote, ready: Callable[[], bool], cancellable: bool) -> None:
         """Until ready() or the helper is gone. A wait that may not be cancelled (a spawn's answer:
-        the command was or will be started; a leader's exit once it was killed) gives a helper
-        that does not answer HELPER_ANSWER_S, then kills it: its calls are lost, not hung."""
+        the command was or will be started; a leader's exit once it was killed) checks every
+        HELPER_ANSWER_S that the helper lives (`_check_alive`): a dead or stopped one loses its
+        calls, none hangs on it."""
         def abort(_: Any) -> trio.lowlevel.Abort:
             if not cancellable:
                 return trio.lowlevel.Abort.FAILED
@@ -1034,8 +1039,7 @@ class _SpawnHelper:
                     with trio.CancelScope(shield=True, deadline=trio.current_time() + HELPER_ANSWER_S) as scope:
                         await trio.lowlevel.wait_readable(self.socket)
                     if scope.cancelled_caught:
-                        _stderr_warning(f"the spawn helper did not answer in {HELPER_ANSWER_S:g}s: it is killed")
-                        self.process.kill()             # its EOF comes next
+                        self._check_alive()
                 try:
                     while not self.dead:
                         self._take(self.socket.recv(READ_CHUNK))
@@ -1050,6 +1054,17 @@ class _SpawnHelper:
                     self.socket.close()
                 if self.waiting:                        # the next reader
                     self._wake(next(iter(self.waiting)))
+
+    def _check_alive(self) -> None:
+        """An answer is overdue: the helper is asked to show it is alive (its loop answers at once
+        however busy its spawning threads are: an exec or an exit stuck in the kernel is waited
+        for, as in-process); one that did not answer the last time is killed, and its EOF follows."""
+        if self.pinged is not None and self.pinged == self.pongs:
+            _stderr_warning(f"the spawn helper did not answer in {2 * HELPER_ANSWER_S:g}s: it is killed")
+            self.process.kill()
+        else:
+            self.pinged = self.pongs
+            self._queue(orjson.dumps([spawner.PING]), [])
 
     async def spawn(self, executable: str, argv: list[str], options: dict[str, Any], tag: str,
                     procs: int) -> _Remote | None:
@@ -1124,7 +1139,7 @@ class _SpawnHelper:
 
 _HELPER = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.spawner import main; main(sys.argv[2:])"
 HELPER_STARTS = 3           # a helper that keeps dying is given up for this process (spawns stay in-process)
-HELPER_ANSWER_S = 10.0      # a helper silent this long when an answer is due is killed (stopped, or hung)
+HELPER_ANSWER_S = 5.0       # an answer this late: is the helper alive? No answer to that this long: killed
 _helper: _SpawnHelper | None = None
 _helper_starts = 0
 

@@ -16,10 +16,12 @@ Wire (one SOCK_SEQPACKET datagram each, orjson arrays):
     server -> helper  a list of requests, their fds in order:
                       [SPAWN, id, executable, argv, cwd, env, needle] + fds stdin, stdout, stderr, cgroup.procs
                       [REAP, id]
+                      [PING]: answered at once by the loop (the spawning threads may be busy)
     helper -> server  a list of answers:
                       [READY]
                       [SPAWNED, id, pid, moved, sweep] | [FAILED, id, errno, strerror]
                       [EXITED, id, returncode, alone]
+                      [PONG]
 The helper ends at EOF: the server is gone, and what it started is the watchdog's (runner).
 
 The /proc readers and the chase for a leader's early forks live here, shared with the runner
@@ -42,8 +44,8 @@ from typing import Any
 import orjson
 
 
-SPAWN, REAP = 0, 1
-READY, SPAWNED, FAILED, EXITED = 0, 1, 2, 3
+SPAWN, REAP, PING = 0, 1, 2
+READY, SPAWNED, FAILED, EXITED, PONG = 0, 1, 2, 3, 4
 MESSAGE_MAX = 60_000        # bytes of a datagram: a bigger request (a huge argument) goes the in-process way
 WORKERS = 2                 # spawns at once: one's exec or cgroup move waits on the kernel while another's runs
 FDS_MAX = 252               # fds a datagram carries (the kernel's SCM_MAX_FD is 253): 4 a spawn
@@ -203,7 +205,9 @@ class _Helper:
                     fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
             passed = list(fds)
             for request in orjson.loads(data):
-                if request[0] == REAP:
+                if request[0] == PING:
+                    self.send(PONG)
+                elif request[0] == REAP:
                     leader = self.children.pop(request[1], None)
                     if leader is not None:
                         leader.wait()               # a zombie: at once

@@ -305,3 +305,31 @@ def test_requests_to_a_helper_that_died_unnoticed_go_the_in_process_way(mark: st
 
     results = beside_a_holder(mark, calls)
     assert [r.text.strip() for r in results] == [str(os.getpid())] * 2, results
+
+
+# A helper that is alive but slow: it holds every spawn until it is asked whether it lives, then
+# answers that (PONG) and refuses what it held, which the server then runs itself.
+SLOW_HELPER = """
+import socket, sys, orjson
+sock = socket.socket(fileno=int(sys.argv[2]))
+sock.setblocking(True)
+sock.send(orjson.dumps([[0]]))
+held = []
+while data := sock.recv(1 << 20):
+    for request in orjson.loads(data):
+        if request[0] == 0:
+            held.append(request[1])
+        elif request[0] == 2:
+            sock.send(orjson.dumps([[4]] + [[2, call_id, 0, "held"] for call_id in held]))
+            held.clear()
+"""
+
+
+def test_a_helper_late_with_an_answer_but_alive_is_not_killed(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exec or an exit stuck in the kernel makes an answer late, not the helper dead: it is
+    asked, it answers, and nothing is lost."""
+    monkeypatch.setattr(runner, "_HELPER", SLOW_HELPER)
+    monkeypatch.setattr(runner, "HELPER_ANSWER_S", 0.2)
+    [result] = beside_a_holder(mark, run_all([(tool(mark, PPID), {})]))
+    assert result.text.strip() == str(os.getpid()) and not result.is_error, result.text
+    assert helper().process.poll() is None and helper().pongs == 1
