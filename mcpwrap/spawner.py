@@ -39,6 +39,7 @@ import socket
 import subprocess
 import sys
 import threading
+import traceback
 from typing import Any
 
 import orjson
@@ -49,7 +50,7 @@ READY, SPAWNED, FAILED, EXITED, PONG = 0, 1, 2, 3, 4
 MESSAGE_MAX = 60_000        # bytes of a datagram: a bigger request (a huge argument) goes the in-process way
 WORKERS = 2                 # spawns at once: one's exec or cgroup move waits on the kernel while another's runs
 FDS_MAX = 252               # fds a datagram carries (the kernel's SCM_MAX_FD is 253): 4 a spawn
-FDS = array.array("i")     # the item size of a passed fd
+FDS = array.array("i")      # the item size of a passed fd
 RECENT_S = 10.0             # a process with no environment read that started this recently may be mid-exec
 
 
@@ -216,11 +217,17 @@ class _Helper:
                     del passed[:4]
 
     def work(self) -> None:
-        while True:
-            self.spawn(*self.jobs.get())
-            if self.jobs.empty():
-                with contextlib.suppress(BlockingIOError):
-                    os.write(self.wake_w, b".")
+        """Spawn what is queued. Anything unforeseen ends the helper (crash-only): at its EOF the
+        server ends what it held through the cgroups, rather than wait for answers that never come."""
+        try:
+            while True:
+                self.spawn(*self.jobs.get())
+                if self.jobs.empty():
+                    with contextlib.suppress(BlockingIOError):
+                        os.write(self.wake_w, b".")
+        except BaseException:
+            traceback.print_exc()
+            os._exit(70)
 
     def spawn(self, request: list[Any], fds: list[int]) -> None:
         """Start, move and watch one command (Popen: os.posix_spawn would hold the GIL while the child
@@ -246,8 +253,12 @@ class _Helper:
             sweep = not (moved and adopt_early_forks(leader.pid, needle.encode(), procs))
             self.children[call_id] = leader         # kept: a Popen dropped unreaped is reaped by the next
             self.send(SPAWNED, call_id, leader.pid, moved, sweep)
-            pidfd = os.pidfd_open(leader.pid)
-            self.selector.register(pidfd, selectors.EVENT_READ, (call_id, pidfd, leader.pid))
+            try:
+                pidfd = os.pidfd_open(leader.pid)
+            except OSError:                         # out of fds: a thread waits for this exit instead
+                threading.Thread(target=self.wait_for, args=(call_id, leader.pid), daemon=True).start()
+            else:
+                self.selector.register(pidfd, selectors.EVENT_READ, (call_id, pidfd, leader.pid))
         finally:
             for fd in (stdin, stdout, stderr, procs):
                 if fd >= 0:
@@ -260,6 +271,13 @@ class _Helper:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         assert info is not None                     # a pidfd is readable once its process has exited
         self.send(EXITED, call_id, returncode(info), last_pid() == pid)
+
+    def wait_for(self, call_id: int, pid: int) -> None:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        assert info is not None
+        self.send(EXITED, call_id, returncode(info), last_pid() == pid)
+        with contextlib.suppress(BlockingIOError):
+            os.write(self.wake_w, b".")
 
 
 def main(argv: list[str]) -> None:

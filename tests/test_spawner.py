@@ -14,6 +14,7 @@ import contextlib
 import functools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 import pytest
 import trio
 
@@ -333,3 +335,45 @@ def test_a_helper_late_with_an_answer_but_alive_is_not_killed(mark: str, monkeyp
     [result] = beside_a_holder(mark, run_all([(tool(mark, PPID), {})]))
     assert result.text.strip() == str(os.getpid()) and not result.is_error, result.text
     assert helper().process.poll() is None and helper().pongs == 1
+
+
+@pytest.mark.parametrize("pidfds", [True, False])
+def test_the_helpers_wire_spawn_exit_then_reap_on_request(monkeypatch: pytest.MonkeyPatch, pidfds: bool) -> None:
+    """The helper's side alone, in this process: a spawn is answered, its exit reported with the
+    status while the leader stays a zombie (its pid held), and reaped only on REAP. Without pidfds
+    (out of fds) a thread waits for the exit instead."""
+    if not pidfds:
+        def no_pidfd(pid: int) -> int:
+            raise OSError(24, "Too many open files")
+        monkeypatch.setattr(spawner.os, "pidfd_open", no_pidfd)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours.settimeout(HANG_S)
+    server = threading.Thread(target=spawner._Helper(theirs).serve, daemon=True)
+    server.start()
+    answers: list[Any] = []
+
+    def until_answer(kind: int) -> list[Any]:
+        while not any(a[0] == kind for a in answers):
+            answers.extend(orjson.loads(ours.recv(65536)))
+        return next(a for a in answers if a[0] == kind)
+
+    assert until_answer(spawner.READY) == [spawner.READY]
+    out_r, out_w = os.pipe()
+    procs_r, procs_w = os.pipe()                   # stands in for the call cgroup's cgroup.procs
+    request = [spawner.SPAWN, 7, "/bin/sh", ["sh", "-c", "echo hi; exit 7"], "/", {"PATH": os.defpath},
+               "MCPWRAP_CALL=wire"]
+    try:
+        socket.send_fds(ours, [orjson.dumps([request])], [out_w, out_w, out_w, procs_w])
+        _, call_id, pid, moved, _ = until_answer(spawner.SPAWNED)
+        assert call_id == 7 and moved and os.read(procs_r, 64) == str(pid).encode()
+        assert until_answer(spawner.EXITED)[:3] == [spawner.EXITED, 7, 7]
+        assert os.read(out_r, 64) == b"hi\n"
+        assert b") Z " in procs.Proc(pid, 0, 0).read("stat")        # reported, not reaped
+        ours.send(orjson.dumps([[spawner.REAP, 7]]))
+        until(lambda: not os.path.exists(f"/proc/{pid}"), "the leader to be reaped on REAP")
+    finally:
+        ours.close()                                # EOF: the helper's loop returns
+        server.join(HANG_S)
+        for fd in (out_r, out_w, procs_r, procs_w):
+            os.close(fd)
+    assert not server.is_alive()
