@@ -71,10 +71,10 @@ import trio
 from mcpwrap import forker, jsonrpc, landlock, limits, spawner
 from mcpwrap.config import Limits, Sandbox, Tool
 from mcpwrap.durable import UnsafePathError
-from mcpwrap.limits import read_file as _read, rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
+from mcpwrap.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
-from mcpwrap.spawner import adopt_early_forks, last_pid, mid_exec, proc_stat
+from mcpwrap.spawner import adopt_early_forks, last_pid, mid_exec, proc_stat, read_file as _read
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.validation import resolve_paths
 

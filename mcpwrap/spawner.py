@@ -159,7 +159,7 @@ class _Helper:
         self.socket = sock
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ)
-        self.wake_r, self.wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)    # a worker's: answers are waiting
+        self.wake_r, self.wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)    # see wake()
         self.selector.register(self.wake_r, selectors.EVENT_READ)
         self.children: dict[int, subprocess.Popen[bytes]] = {}     # id -> leader, until reaped
         self.jobs: queue.SimpleQueue[tuple[list[Any], list[int]]] = queue.SimpleQueue()
@@ -223,8 +223,7 @@ class _Helper:
             while True:
                 self.spawn(*self.jobs.get())
                 if self.jobs.empty():
-                    with contextlib.suppress(BlockingIOError):
-                        os.write(self.wake_w, b".")
+                    self.wake()
         except BaseException:
             traceback.print_exc()
             os._exit(70)
@@ -265,17 +264,24 @@ class _Helper:
                     os.close(fd)
 
     def exited(self, call_id: int, pidfd: int, pid: int) -> None:
-        """Report the leader's exit; it stays a zombie (its pid taken) until the server's REAP."""
+        """The leader's pidfd is readable."""
         self.selector.unregister(pidfd)
         os.close(pidfd)
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        assert info is not None                     # a pidfd is readable once its process has exited
-        self.send(EXITED, call_id, returncode(info), last_pid() == pid)
+        self.report(call_id, pid, os.WNOHANG)
 
     def wait_for(self, call_id: int, pid: int) -> None:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-        assert info is not None
+        """On a thread of its own, for a leader with no pidfd (out of fds)."""
+        self.report(call_id, pid, 0)
+        self.wake()
+
+    def report(self, call_id: int, pid: int, flags: int) -> None:
+        """Report the leader's exit; it stays a zombie (its pid taken) until the server's REAP."""
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | flags)
+        assert info is not None                     # it has exited: its pidfd was readable, or the wait blocked
         self.send(EXITED, call_id, returncode(info), last_pid() == pid)
+
+    def wake(self) -> None:
+        """Answers are waiting: the loop sends them (one byte is enough, however many are written)."""
         with contextlib.suppress(BlockingIOError):
             os.write(self.wake_w, b".")
 
