@@ -79,8 +79,9 @@ async def helper_ready() -> None:
             await trio.sleep(0.01)
 
 
-def beside_a_holder(mark: str, calls: Callable[[], Awaitable[T]]) -> T:
-    """calls() while a holder call runs and the helper is ready: every call it makes is the helper's."""
+def beside_a_holder(mark: str, calls: Callable[[], Awaitable[T]], ready: bool = True) -> T:
+    """calls() while a holder call runs and (unless not `ready`) the helper is ready: every call it
+    makes is the helper's."""
     holder = tool(mark, 'shell = "echo up >&2; sleep 1040"')
 
     async def main() -> T:
@@ -89,7 +90,8 @@ def beside_a_holder(mark: str, calls: Callable[[], Awaitable[T]]) -> T:
                 up = trio.Event()
                 nursery.start_soon(functools.partial(runner.run, holder, {}, on_stderr=lambda _: up.set()))
                 await up.wait()
-                await helper_ready()
+                if ready:
+                    await helper_ready()
                 result = await calls()
                 nursery.cancel_scope.cancel()
         return result
@@ -379,3 +381,33 @@ def test_the_helpers_wire_spawn_exit_then_reap_on_request(monkeypatch: pytest.Mo
         for fd in (out_r, out_w, procs_r, procs_w):
             os.close(fd)
     assert not server.is_alive()
+
+
+def test_a_helper_that_keeps_dying_is_given_up_and_calls_run_in_process(mark: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each call beside another starts a helper while the last one died; after HELPER_STARTS the
+    process stops trying, and every call is still answered (spawned here)."""
+    monkeypatch.setattr(runner, "_HELPER", "raise SystemExit(3)")
+    started: list[runner._SpawnHelper] = []
+    real = runner._SpawnHelper
+
+    def counted() -> runner._SpawnHelper:
+        started.append(real())
+        return started[-1]
+
+    monkeypatch.setattr(runner, "_SpawnHelper", counted)
+
+    rounds = 3 * runner.HELPER_STARTS                   # a death is noticed by one call, replaced by the next
+
+    async def calls() -> list[ToolResult]:
+        results: list[ToolResult] = []
+        for _ in range(rounds):
+            results += await run_all([(tool(mark, PPID), {})])()
+            with trio.fail_after(HANG_S):
+                while started[-1].process.poll() is None:     # it died: the next call may notice
+                    await trio.sleep(0.01)
+        return results
+
+    results = beside_a_holder(mark, calls, ready=False)
+    assert [r.text.strip() for r in results] == [str(os.getpid())] * rounds
+    assert len(started) == runner.HELPER_STARTS
