@@ -114,3 +114,124 @@ def test_a_hostile_tools_file_keeps_the_last_good_tools_and_the_next_good_one_is
         echoes(server, "after")
         assert server.close() == 0
         assert not any("Traceback" in line for line in server.stderr), server.stderr
+
+
+# --- 1. the front's hand-over to trio: nothing lost, repeated or reordered ------------------------
+# A tools/call is answered only once trio has taken over (the front decides calls, never runs one):
+# reading its answer is the event that says the hand-over is done, with what was read and not yet
+# decided (the LineReader's partial line included) carried over.
+def _front_session(server: Server, *items: tuple[int | None, str, dict[str, Any] | None]) -> bytes:
+    from tests.test_front import sent
+
+    return sent(server, *items)
+
+
+def _ids(got: list[Any]) -> list[Any]:
+    return [item.get("id", item.get("method")) for message in got
+            for item in (message if isinstance(message, list) else [message])]
+
+
+def _answers(server: Server, count: int) -> list[Any]:
+    """`count` answers (a batch's array counts as its items), notifications skipped."""
+    out: list[Any] = []
+    while len(_ids(out)) < count:
+        message = server.read()
+        if isinstance(message, list) or "method" not in message:
+            out.append(message)
+    return out
+
+
+ECHO = {"name": "echo", "arguments": {"msg": "across"}}
+START = ((1, "initialize", INIT), (None, "notifications/initialized", None))
+
+
+def test_a_request_split_across_the_hand_over_is_answered_once(tmp_path: Path) -> None:
+    """Half a line waits in the front's LineReader when trio takes over; the rest comes after."""
+    from tests.test_front import FIXTURE
+
+    with Server(FIXTURE, tmp_path) as server:
+        ping = _front_session(server, (3, "ping", None))
+        server.raw(_front_session(server, *START, (2, "tools/call", ECHO)) + ping[:9])
+        assert sorted(_ids(_answers(server, 2))) == [1, 2]      # 2: trio has taken over
+        server.raw(ping[9:])
+        assert _ids(_answers(server, 1)) == [3]
+        server.no_message()
+        assert server.close() == 0
+
+
+def _batch(server: Server, first: int) -> bytes:
+    items = [(first, "tools/call", ECHO), (first + 1, "ping", None), (first + 2, "tools/call", ECHO),
+             (first + 3, "tools/list", None)]
+    _front_session(server, *items)            # registered for the schema checks
+    return json.dumps([{"jsonrpc": "2.0", "id": i, "method": m, **({"params": p} if p else {})}
+                       for i, m, p in items]).encode() + b"\n"
+
+
+@pytest.mark.parametrize("cut", ["before", "across"])
+def test_a_batch_in_flight_across_the_hand_over_is_answered_whole_once(tmp_path: Path, cut: str) -> None:
+    """`before`: the whole batch is decided by the front and its calls performed by trio; `across`:
+    half the batch line is in the front's LineReader when trio takes over."""
+    from tests.test_front import FIXTURE
+
+    with Server(FIXTURE, tmp_path) as server:
+        server.rev = "2025-03-26"             # the revision with batches
+        head = _front_session(server, (1, "initialize", {**INIT, "protocolVersion": server.rev}), *START[1:],
+                              (2, "tools/call", ECHO))
+        batch, ping = _batch(server, 3), _front_session(server, (7, "ping", None))
+        at = len(batch) // 2 if cut == "across" else len(batch) + len(ping)
+        server.raw(head + (batch + ping)[:at])
+        got = _answers(server, 2 if cut == "across" else 7)
+        if cut == "across":
+            server.raw((batch + ping)[at:])
+            got += _answers(server, 5)
+        assert sorted(_ids(got)) == list(range(1, 8))
+        [array] = [message for message in got if isinstance(message, list)]
+        assert sorted(item["id"] for item in array) == [3, 4, 5, 6]
+        assert all("result" in item for item in array), array
+        server.no_message()
+        assert server.close() == 0
+
+
+def _status(pid: int, field: str) -> int:
+    for entry in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if entry.startswith(field + ":"):
+            return int(entry.split()[1]) * 1024
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def test_a_thousand_requests_written_before_any_answer_is_read_are_each_answered_once(tmp_path: Path) -> None:
+    """Written as the server starts, so they straddle the hand-over: every id answered exactly once,
+    what needs no call answered in the order it was asked, and the peak memory bounded."""
+    from tests.test_front import FIXTURE
+
+    with Server(FIXTURE, tmp_path) as server:
+        kinds = ("ping", "tools/list", "tools/call")
+        items = [(i, kinds[i % 3], ECHO if i % 3 == 2 else None) for i in range(2, 1002)]
+        server.raw(_front_session(server, *START, *items))
+        got = _answers(server, 1001)
+        ids = _ids(got)
+        assert sorted(ids) == list(range(1, 1002)), "lost or repeated answers"
+        in_order = [i for i in ids if i % 3 != 2]
+        assert in_order == sorted(in_order), "answers that need no call were reordered"
+        assert all("result" in message for message in got)
+        server.no_message()
+        peak, now = _status(server.proc.pid, "VmHWM"), _status(server.proc.pid, "VmRSS")
+        assert peak - now <= 60 * 1024 * 1024, (peak, now)
+        assert server.close() == 0
+
+
+def test_stdin_closed_right_at_the_hand_over_ends_quietly(tmp_path: Path) -> None:
+    """EOF with a call decided and a ping not yet decided: the ping is answered once, the call is
+    ended as EOF ends calls, and the server exits 0 without a traceback."""
+    from tests.test_front import FIXTURE
+
+    with Server(FIXTURE, tmp_path) as server:
+        server.raw(_front_session(server, *START, (2, "tools/call", ECHO), (3, "ping", None)))
+        server.proc.stdin.close()   # type: ignore[union-attr]
+        assert server.proc.wait(HANG_S) == 0
+        got: list[Any] = []
+        while (line := server.lines.get(timeout=HANG_S)) is not None:
+            got.append(json.loads(line))
+        ids = _ids([m for m in got if "method" not in m])
+        assert ids.count(1) == 1 and ids.count(3) == 1 and ids.count(2) <= 1, ids
+        assert not any("Traceback" in x for x in server.stderr), server.stderr
