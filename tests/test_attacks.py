@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,146 @@ def test_stdin_closed_right_at_the_hand_over_ends_quietly(tmp_path: Path) -> Non
         ids = _ids([m for m in got if "method" not in m])
         assert ids.count(1) == 1 and ids.count(3) == 1 and ids.count(2) <= 1, ids
         assert not any("Traceback" in x for x in server.stderr), server.stderr
+
+
+# --- 3. the task ceiling and the nonce ledger across processes that crash -------------------------
+# A child process takes a step of the real code and stops at the worst moment (it says "held" and
+# waits); the test SIGKILLs it there and checks what the next process finds.
+CHILD = """
+import os, sys, time
+from pathlib import Path
+from mcpwrap import tasks, signing
+root, mode, task_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+store = tasks.Store(root)
+def held():
+    print("held", flush=True)
+    sys.stdin.read()
+if mode == "lock":                           # killed while holding the ceiling's lock
+    store.ready(create=True)
+    os.makedirs(store.running, mode=0o700, exist_ok=True)
+    with store._flocked(store.running / ".lock"):
+        held()
+elif mode == "reserved":                     # killed after its record is durable, before any supervisor
+    slot = store.reserve(task_id, 1)
+    store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=root / "tools.toml",
+                 digest="d", snapshot=None, key=b"k" * 32, task_id=task_id)
+    held()
+elif mode == "race":                         # one of many for the last slot: says whether it won
+    try:
+        store.reserve(task_id, 1)
+        print("won", flush=True)
+    except tasks.TooManyTasks:
+        print("lost", flush=True)
+    sys.stdin.read()
+elif mode == "nonce":                        # killed between creating a ledger entry and dating it
+    os.utime = lambda *args, **kwargs: held()
+    signing.NonceLedger(root).consume(task_id, time.time() + 600, time.time())
+"""
+
+
+def _child(root: Path, mode: str, task_id: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(root), mode, task_id], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _killed_at(child: subprocess.Popen[str], expected: str = "held") -> None:
+    assert child.stdout is not None and child.stdout.readline().strip() == expected
+    child.kill()
+    child.wait(HANG_S)
+    for stream in (child.stdin, child.stdout):
+        if stream is not None:
+            stream.close()
+
+
+def _store(tmp_path: Path) -> Any:
+    from mcpwrap import tasks
+
+    return tasks.Store(tmp_path / "state" / "digest" / "tasks")
+
+
+def _reserved(store: Any, task_id: str, max_running: int) -> int:
+    """`reserve` in a thread, so that a lock a dead process kept would fail the test, not hang it."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(store.reserve, task_id, max_running).result(HANG_S)
+
+
+def test_a_process_killed_holding_the_ceilings_lock_blocks_nobody(tmp_path: Path) -> None:
+    from mcpwrap.protocol.tasking import new_id
+
+    store = _store(tmp_path)
+    _killed_at(_child(store.root, "lock", new_id()))
+    os.close(_reserved(store, new_id(), 1))
+
+
+def test_a_creator_killed_before_its_supervisor_frees_its_slot_and_its_task_fails(tmp_path: Path) -> None:
+    """The server is SIGKILLed after the record is durable and before a supervisor exists: the
+    ceiling is not consumed for good, and the task is not `working` for ever."""
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import new_id
+
+    store, task_id = _store(tmp_path), new_id()
+    _killed_at(_child(store.root, "reserved", task_id))
+    os.close(_reserved(store, new_id(), 1))                  # its slot (the last one) is free again
+    assert store.get(task_id).status == "working"             # within the grace a supervisor may still claim it
+    later = tasks.Store(store.root, clock=lambda: time.time() + tasks.START_GRACE_S + 1)
+    record = later.get(task_id)
+    assert record.status == "failed" and "did not start" in record.status_message
+
+
+def test_of_many_processes_racing_for_the_last_slot_exactly_one_wins(tmp_path: Path) -> None:
+    from mcpwrap.protocol.tasking import new_id
+
+    store = _store(tmp_path)
+    store.ready(create=True)
+    children = [_child(store.root, "race", new_id()) for _ in range(8)]
+    try:
+        said = [child.stdout.readline().strip() for child in children]   # type: ignore[union-attr]
+    finally:
+        for child in children:
+            _killed_at_end(child)
+    assert sorted(said) == ["lost"] * 7 + ["won"], said
+    os.close(_reserved(store, new_id(), 1))                  # and the winner's death freed it
+
+
+def _killed_at_end(child: subprocess.Popen[str]) -> None:
+    child.kill()
+    child.wait(HANG_S)
+    for stream in (child.stdin, child.stdout):
+        if stream is not None:
+            stream.close()
+
+
+def test_a_nonce_whose_recording_was_killed_never_authorises_a_run(tmp_path: Path) -> None:
+    """Killed between the exclusive create of the ledger entry and dating it: the consumer never said
+    yes (nothing ran), and every later consumer is refused while the entry stands; the sweep that
+    eventually forgets it reads nothing from it and does not fail on it."""
+    from mcpwrap import signing
+
+    nonce = "n" * 22
+    _killed_at(_child(tmp_path / "state", "nonce", nonce))
+    ledger = signing.NonceLedger(tmp_path / "state")
+    now = time.time()
+    assert not ledger.consume(nonce, now + 600, now)
+    assert not signing.NonceLedger(tmp_path / "state").consume(nonce, now + 600, now)
+    later = now + signing.CLOCK_SKEW_S + signing.SWEEP_INTERVAL_S + 1
+    assert ledger.consume("m" * 22, later + 600, later)        # a sweep ran over the undated entry
+    assert not ledger.consume("m" * 22, later + 600, later)
+
+
+def test_a_torn_index_entry_from_a_killed_creator_crashes_no_reader(tmp_path: Path) -> None:
+    """A creator killed mid-append leaves part of an index entry: listing skips it and the next
+    creation realigns the index."""
+    from mcpwrap import tasks
+    from mcpwrap.protocol.tasking import new_id
+
+    store = _store(tmp_path)
+    first = store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=tmp_path / "tools.toml",
+                         digest="d", snapshot=None, key=b"k" * 32, task_id=new_id())
+    with (store.root / tasks.INDEX).open("ab") as f:
+        f.write(b"\xff" * (tasks.ENTRY // 2))
+    assert [r.task_id for r in tasks.Store(store.root).records()] == [first.task_id]
+    second = store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=tmp_path / "tools.toml",
+                          digest="d", snapshot=None, key=b"k" * 32, task_id=new_id())
+    assert [r.task_id for r in tasks.Store(store.root).records()] == [first.task_id, second.task_id]
