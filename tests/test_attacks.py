@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 from mcpwrap import config
-from tests.harness import HANG_S, Server, until, write_atomically
+from tests.harness import HANG_S, Server, write_atomically
 
 TOOLS = """
 [tools.echo]
@@ -379,3 +378,99 @@ def test_a_torn_index_entry_from_a_killed_creator_crashes_no_reader(tmp_path: Pa
     second = store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=tmp_path / "tools.toml",
                           digest="d", snapshot=None, key=b"k" * 32, task_id=new_id())
     assert [r.task_id for r in tasks.Store(store.root).records()] == [first.task_id, second.task_id]
+
+
+# --- 4. Landlock grants through symbolic and hard links -------------------------------------------
+def _landlock() -> Any:
+    from mcpwrap import landlock
+
+    if landlock.abi() == 0:
+        pytest.skip("Landlock is not available on this kernel")
+    return landlock
+
+
+@pytest.fixture
+def grants(tmp_path: Path) -> Path:
+    """work/ (write-granted), data/ (read-granted), secret/ and other/ (granted nothing)."""
+    for name in ("work", "data", "secret", "other"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "file").write_text(f"{name}\n")
+    return tmp_path
+
+
+def _try(landlock: Any, read: tuple[str, ...], write: tuple[str, ...], statement: str) -> str:
+    from tests.test_landlock import RUNTIME, attempt
+
+    return attempt(landlock.Policy(read=(*read, *RUNTIME), write=write, network=True), statement)
+
+
+def test_a_tool_cannot_hard_link_an_outside_file_into_its_write_grant(grants: Path) -> None:
+    """Linking needs the source's directory granted too (REFER, or no reparenting at all before
+    ABI 2): a file outside the grants cannot be given a name inside them."""
+    landlock = _landlock()
+    link = f"os.link({str(grants / 'secret' / 'file')!r}, {str(grants / 'work' / 'link')!r})"
+    assert _try(landlock, (), (str(grants / "work"),), link) in ("EXDEV", "EACCES", "EPERM")
+    assert not (grants / "work" / "link").exists()
+    assert _try(landlock, (str(grants / "secret"),), (str(grants / "work"),), link) in ("EXDEV", "EACCES", "EPERM")
+
+
+def test_a_hard_link_already_in_a_write_grant_is_the_file_it_links(grants: Path) -> None:
+    """What the README says: a granted path is granted whole. Landlock checks the path used, so a
+    hard link put inside `write` by someone else writes the outside file it names."""
+    landlock = _landlock()
+    os.link(grants / "secret" / "file", grants / "work" / "link")
+    write = f"open({str(grants / 'work' / 'link')!r}, 'a').write('changed')"
+    assert _try(landlock, (), (str(grants / "work"),), write) == "ok"
+    assert (grants / "secret" / "file").read_text() == "secret\nchanged"
+
+
+def test_a_symlink_a_tool_plants_in_its_grant_leads_nowhere_outside_it(grants: Path) -> None:
+    """The tool may make symlinks inside `write`, but what they point to is checked where it is."""
+    landlock = _landlock()
+    plant = (f"os.symlink({str(grants / 'secret')!r}, {str(grants / 'work' / 'out')!r}); "
+             f"open({str(grants / 'work' / 'out' / 'file')!r}).read()")
+    assert _try(landlock, (), (str(grants / "work"),), plant) == "EACCES"
+    overwrite = f"open({str(grants / 'work' / 'out' / 'file')!r}, 'w')"
+    assert _try(landlock, (), (str(grants / "work"),), overwrite) == "EACCES"
+    assert (grants / "secret" / "file").read_text() == "secret\n"
+
+
+def test_a_granted_symlink_grants_its_target_as_prepared_and_a_later_swap_grants_nothing(grants: Path) -> None:
+    """`read = [link]` grants what the link names when the policy is prepared (its first use in a
+    server); the grant is that inode, so pointing the link elsewhere afterwards reaches nothing new."""
+    landlock = _landlock()
+    from tests.test_landlock import PYTHON, RUNTIME
+
+    link = grants / "link"
+    link.symlink_to(grants / "data")
+    ruleset = landlock.prepare(landlock.Policy(read=(str(link), *RUNTIME), write=(), network=True))
+    try:
+        tmp = grants / "link.new"
+        tmp.symlink_to(grants / "secret")
+        tmp.replace(link)                                        # swapped after prepare, before the call
+
+        def cat(path: Path) -> str:
+            done = subprocess.run([PYTHON, "-I", "-S", "-c", f"print(open({str(path)!r}).read(), end='')"],
+                                  preexec_fn=lambda: landlock.enforce(ruleset.fd), capture_output=True,
+                                  text=True, timeout=HANG_S)
+            return done.stdout if done.returncode == 0 else "denied"
+        assert cat(grants / "data" / "file") == "data\n"        # what the link named at prepare
+        assert cat(link / "file") == "denied"                   # the link now leads to secret/
+        assert cat(grants / "secret" / "file") == "denied"
+    finally:
+        ruleset.close()
+
+
+def test_a_within_argument_swapped_for_a_symlink_after_the_check_stays_inside_a_sandbox(
+        grants: Path, tmp_path: Path) -> None:
+    """`within` resolves the path before the call and passes the resolved path; a directory on it
+    swapped for a symlink afterwards (a race no check can close) is bounded by the sandbox: the
+    command meets the symlink's target under Landlock, where it is not granted."""
+    landlock = _landlock()
+    target = grants / "work" / "sub"
+    target.mkdir()
+    (target / "file").write_text("inside\n")
+    os.rename(target, grants / "work" / "sub.orig")
+    target.symlink_to(grants / "secret")                   # what a racing process makes of the checked path
+    read = f"open({str(target / 'file')!r}).read()"
+    assert _try(landlock, (), (str(grants / "work"),), read) == "EACCES"
