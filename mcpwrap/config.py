@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mcpwrap.config_extra import Limits, PathRule, Problem, Prompt, PromptArg, Resource, Sandbox
 
 T = TypeVar("T")
+MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -408,7 +409,7 @@ def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None,
     """
     path = Path(path)
     try:
-        raw = read_regular_file(path)
+        raw = read_regular_file(path, MAX_FILE_BYTES)
     except OSError as exc:
         from mcpwrap.config_extra import Problem
 
@@ -416,16 +417,20 @@ def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None,
     return loads(raw, path, schemas_known_good, before_schema_checks)
 
 
-def read_regular_file(path: Path) -> bytes:
-    """The bytes of a regular file; anything else (a FIFO, a device) is refused before a read can block."""
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; anything else (a FIFO, a device, a larger
+    file, or one that grows past `limit` as it is read) is refused before a read can block or grow."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         with open(fd, "rb", closefd=False) as f:
-            return f.read()
+            data = f.read(limit + 1)
     finally:
         os.close(fd)
+    if len(data) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit} bytes")
+    return data
 
 
 def digest_of(raw: bytes) -> str:

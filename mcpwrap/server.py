@@ -459,6 +459,10 @@ class Driver:
             except config_module.ConfigError as exc:
                 log(f"mcpwrap: {path} changed but is invalid; keeping the last good tools:\n{exc}", "warning")
                 continue
+            except Exception as exc:  # a file the loader was not made for (RecursionError...) costs the reload only
+                log(f"mcpwrap: {path} changed but cannot be loaded ({type(exc).__name__}: {exc}); "
+                    "keeping the last good tools", "warning")
+                continue
             if new.digest != self.core.config.digest:
                 old_tools = list(self.core.config.tools)
                 self.perform(self.core.reload(new))

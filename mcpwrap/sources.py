@@ -45,11 +45,9 @@ async def read(target: resources.Target, spool: Spool) -> Page | list[Resource] 
 
 def _file_contents(path: Path, uri: str, mime: str | None) -> Resource:
     try:
-        data = read_regular_file(path)
+        data = read_regular_file(path, FILE_LIMIT)
     except OSError as exc:
         raise ProtocolError(-32603, f"cannot read {path}: {exc.strerror or exc}", {"uri": uri}) from None
-    if len(data) > FILE_LIMIT:
-        raise ProtocolError(-32603, f"{path} is larger than {FILE_LIMIT} bytes", {"uri": uri})
     if mime and (mime.startswith("text/") or mime in TEXT_TYPES or mime.endswith(("+json", "+xml"))):
         try:
             return Resource(uri, mime, text=data.decode("utf-8"))
