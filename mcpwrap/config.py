@@ -445,6 +445,11 @@ def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | No
     gc.disable()
     try:
         return _loads(raw, path, schemas_known_good, before_schema_checks)
+    except RecursionError:                # tomllib (and a schema walk) recurse per level of nesting
+        from mcpwrap.config_extra import Problem
+
+        raise ConfigError([Problem(path, 1, 1, "nested too deeply: arrays and tables of a tools file "
+                                               "nest a few levels, not hundreds")]) from None
     finally:
         if collecting:
             gc.enable()

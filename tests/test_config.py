@@ -365,3 +365,16 @@ def test_loaded_tools_and_arguments_are_what_their_dataclasses_make(tmp_path: Pa
         assert set(names) <= set(vars(made)) <= set(names) | {"input_schema", "call_schema"}   # and cached schemas
         again = type(made)(**{name: getattr(made, name) for name in names})
         assert again == made and repr(again) == repr(made)
+
+
+def test_a_file_nested_past_the_parsers_recursion_is_a_located_problem(tmp_path: Path) -> None:
+    """tomllib recurses per level: 100,000 nested arrays raised RecursionError through `check` and
+    `serve` as a traceback; it is a problem of the file like any other (exit 3, FILE:1:1)."""
+    deep = tmp_path / "deep.toml"
+    deep.write_text("y = " + "[" * 100_000 + "1" + "]" * 100_000 + "\n")
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(deep)
+    assert str(caught.value.problems[0]).startswith(f"{deep}:1:1: nested too deeply")
+    run = subprocess.run([sys.executable, "-m", "mcpwrap", "check", str(deep)], check=False,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3 and "Traceback" not in run.stderr and "nested too deeply" in run.stderr, run.stderr
