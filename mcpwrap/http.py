@@ -45,7 +45,7 @@ from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import binding
-from mcpwrap.protocol.core import Action, CancelCall, Core
+from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
 from mcpwrap.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
@@ -376,11 +376,12 @@ class Hub:
         self.exchanges = 0
         self.slots = trio.CapacityLimiter(options.max_calls)
         self.limiters: dict[str, trio.CapacityLimiter] = {}
+        self.budget = BatchBudget()       # the batch answers held by every session together
         self.root = self.core(config)     # holds the tools as reloaded; answers nobody
         self.nursery: trio.Nursery | None = None
 
     def core(self, config: config_module.Config | None = None) -> Core:
-        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume)
+        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume, budget=self.budget)
 
     def driver(self, core: Core, nursery: trio.Nursery, router: Router) -> RoutedDriver:
         driver = RoutedDriver(core, self.options, nursery, router, limiters=self.limiters)
@@ -571,6 +572,7 @@ class Hub:
         if self.sessions.pop(session.id, None) is not None:
             log(f"mcpwrap: HTTP session {session.id[:8]}... ended", "debug")
         session.scope.cancel()            # its calls are cancelled: their process groups are killed
+        session.core.end()                # and its batches will never be answered
         session.router.close()
         if self.rates is not None:
             self.rates.forget(("session", session.id))
