@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mcpwrap import server as server_module
-from tests.harness import until
+from tests.harness import Server, until
 from tests.httpharness import Answer, HttpServer, modern_headers, modern_meta
 
 MiB = 1024 * 1024
@@ -141,3 +141,19 @@ def test_waiting_bytes_are_counted_from_every_post_body(tools: Path, tmp_path: P
         items = posts.join()
         assert len(items) == 13 and sum(map(_refused, items)) == 12 - fits
         assert sum(map(_released, items)) == 1 + fits, [json.dumps(i)[:300] for i in items]
+
+
+def test_reads_that_need_a_slot_wait_in_the_same_room(tmp_path: Path) -> None:
+    """A resource read that runs a command takes a slot, so past the waiting room it is refused too."""
+    go = tmp_path / "go"
+    tools = tmp_path / "tools.toml"
+    tools.write_text(TOOLS + '[resources.status]\nuri = "svc://status"\ncommand = ["echo", "ok"]\n')
+    with Server(tools, tmp_path, "--max-calls", "1", "--no-watch", env={"GO": str(go)}) as server:
+        server.initialize()
+        held = [server.request("tools/call", {"name": "hold", "arguments": {}})
+                for _ in range(1 + server_module.QUEUED_PER_SLOT)]
+        refused = server.call("resources/read", {"uri": "svc://status"})
+        assert refused["error"]["code"] == -32603 and "mcpwrap is at its limit" in refused["error"]["message"]
+        go.touch()
+        assert all(_released(answer) for answer in server.responses(held))
+        assert server.call("resources/read", {"uri": "svc://status"})["result"]["contents"][0]["text"] == "ok\n"
