@@ -16,7 +16,8 @@ there, as an SSE stream without its answer.
 Every answer leaves through the one `Outbox` of its response: the first
 message is sent as `application/json` when it is also the last, else the
 response becomes an SSE stream. Tool calls share one `--max-calls` limiter
-across all clients; HTTP requests, sessions and bodies are bounded; Origin,
+and its waiting room (`server.Admission`, fed by each POST body's size) across
+all clients; HTTP requests, sessions and bodies are bounded; Origin,
 Host, the bearer token and the client's `--rate` are checked before a body is
 read. TLS is hypercorn's (`--certfile`, `--keyfile`); it never stands in for
 authentication.
@@ -45,12 +46,12 @@ from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import binding
-from mcpwrap.protocol.core import Action, CancelCall, Core
+from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
 from mcpwrap.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
                            start_task_forker, tracing)
-from mcpwrap.server import Driver, Outbox, _stop_on_signal
+from mcpwrap.server import Admission, Driver, Outbox, _stop_on_signal
 
 ENDPOINT = "/mcp"
 SESSION_IDLE_S = 3600.0           # a legacy session nobody used for this long is ended (404 afterwards)
@@ -374,18 +375,17 @@ class Hub:
         self.sessions: dict[str, Session] = {}
         self.listens: set[RoutedDriver] = set()
         self.exchanges = 0
-        self.slots = trio.CapacityLimiter(options.max_calls)
+        self.admission = Admission(options.max_calls)   # --max-calls and its waiting room, for all clients
         self.limiters: dict[str, trio.CapacityLimiter] = {}
+        self.budget = BatchBudget()       # the batch answers held by every session together
         self.root = self.core(config)     # holds the tools as reloaded; answers nobody
         self.nursery: trio.Nursery | None = None
 
     def core(self, config: config_module.Config | None = None) -> Core:
-        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume)
+        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume, budget=self.budget)
 
     def driver(self, core: Core, nursery: trio.Nursery, router: Router) -> RoutedDriver:
-        driver = RoutedDriver(core, self.options, nursery, router, limiters=self.limiters)
-        driver.slots = self.slots         # --max-calls bounds the calls of all clients together
-        return driver
+        return RoutedDriver(core, self.options, nursery, router, limiters=self.limiters, admission=self.admission)
 
     # --- the ASGI application -------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -468,15 +468,16 @@ class Hub:
         if isinstance(message, Request) and (removed := binding.removed_method_refusal(message)) is not None:
             await _refuse(send, removed, message.id)
         elif isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):
-            await self._modern(headers, message, receive, send)
+            await self._modern(headers, message, len(body), receive, send)
         elif isinstance(message, Invalid):
             refusal = binding.Refusal(400, message.message, message.code)
             await _refuse(send, refusal, message.id)
         else:
-            await self._legacy(headers, message, receive, send)
+            await self._legacy(headers, message, len(body), receive, send)
 
     # --- 2026-07-28: one core per POST ----------------------------------------------------
-    async def _modern(self, headers: dict[str, str], request: Request, receive: Receive, send: Send) -> None:
+    async def _modern(self, headers: dict[str, str], request: Request, size: int, receive: Receive,
+                      send: Send) -> None:
         mismatch = binding.check_modern_headers(headers, request)
         if mismatch is not None:
             await _refuse(send, binding.Refusal(400, mismatch.message, mismatch.code), request.id)
@@ -488,6 +489,7 @@ class Hub:
             nursery.start_soon(_disconnected, receive,     # closing it early is the cancellation
                                lambda: None if stream.outbox.closed else nursery.cancel_scope.cancel())
             _current.set(stream)
+            driver.request_bytes = size       # what a call waiting for a slot holds
             driver.perform(core.receive(request))
             if request.id in core.listens:
                 self.listens.add(driver)
@@ -500,7 +502,8 @@ class Hub:
                 nursery.cancel_scope.cancel()
 
     # --- legacy: sessions -----------------------------------------------------------------
-    async def _legacy(self, headers: dict[str, str], message: jsonrpc.Message, receive: Receive, send: Send) -> None:
+    async def _legacy(self, headers: dict[str, str], message: jsonrpc.Message, size: int, receive: Receive,
+                      send: Send) -> None:
         refusal = binding.legacy_version_refusal(headers)
         if refusal is not None:
             await _refuse(send, refusal)
@@ -524,16 +527,17 @@ class Hub:
             session = found
         session.busy += 1
         try:
-            await self._in_session(session, message, initialize, receive, send)
+            await self._in_session(session, message, initialize, size, receive, send)
         finally:
             session.busy -= 1
             session.last_used = time.monotonic()
             if initialize and session.core.session.state is State.NEW:
                 self._end_session(session)        # the initialize was refused: no session was made
 
-    async def _in_session(self, session: Session, message: jsonrpc.Message, initialize: bool, receive: Receive,
-                          send: Send) -> None:
+    async def _in_session(self, session: Session, message: jsonrpc.Message, initialize: bool, size: int,
+                          receive: Receive, send: Send) -> None:
         assert session.driver is not None
+        session.driver.request_bytes = size   # what a call waiting for a slot holds (each call of a batch)
         items = message.items if isinstance(message, Batch) else (message,)
         requests = [m for m in items if isinstance(m, Request)]
         if not requests:
@@ -571,6 +575,7 @@ class Hub:
         if self.sessions.pop(session.id, None) is not None:
             log(f"mcpwrap: HTTP session {session.id[:8]}... ended", "debug")
         session.scope.cancel()            # its calls are cancelled: their process groups are killed
+        session.core.end()                # and its batches will never be answered
         session.router.close()
         if self.rates is not None:
             self.rates.forget(("session", session.id))

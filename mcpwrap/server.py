@@ -14,8 +14,9 @@ Nothing a peer does can grow memory or stall the loop: stdout is a bounded
 `Outbox` (the reader waits for room before it takes the next request, and
 progress/log notifications are dropped while it is full), mcpwrap's own log
 lines go through a bounded queue to a thread, calls past `max_calls` wait in
-a waiting room bounded in number and in the bytes of their requests and are
-refused past it, the tools file is re-read in a worker thread and only when
+the server's one waiting room (`Admission`, shared with every HTTP session and
+POST) bounded in number and in the bytes of their requests and are refused
+past it, the tools file is re-read in a worker thread and only when
 it is a regular file.
 """
 
@@ -204,6 +205,64 @@ class _Held:
         self.limiter.release()
 
 
+class Admission:
+    """The server's one waiting room, shared by every driver, session and POST of the process.
+
+    `slots` lets `max_calls` calls (and resource reads, prompts, completions) run at once; past
+    them up to `max_calls * QUEUED_PER_SLOT` wait, as long as their requests hold at most
+    `WAITING_BYTES` (a batch's request counts for each of its calls, an HTTP body as a line);
+    the next one is refused. A waiting call costs its request and a parked task, no descriptor.
+    """
+
+    def __init__(self, max_calls: int) -> None:
+        self.max_calls = max_calls
+        self.slots = trio.CapacityLimiter(max_calls)
+        self.admitted = 0                 # running or waiting for a slot
+        self.waiting_bytes = 0            # request bytes of those waiting
+
+    def enter(self, request_bytes: int) -> _Seat | None:
+        """A place for one more, holding `request_bytes` while it waits; None past the waiting room."""
+        waits = self.admitted >= self.max_calls
+        size = request_bytes if waits else 0
+        if waits and (self.admitted >= self.max_calls * (1 + QUEUED_PER_SLOT)
+                      or self.waiting_bytes + size > WAITING_BYTES):
+            return None
+        self.admitted += 1                # counted now: the next request may arrive before this one runs
+        self.waiting_bytes += size
+        return _Seat(self, size)
+
+    def refusal(self) -> str:
+        return (f"mcpwrap is at its limit: {self.max_calls} calls are running and {self.admitted - self.max_calls} "
+                f"are waiting with {self.waiting_bytes} bytes of requests (--max-calls); nothing ran, try again later")
+
+
+class _Seat:
+    """`async with seat`: wait for a slot (the request's bytes stop counting once it has one), hold
+    it, and leave the waiting room at the end however it ends."""
+
+    def __init__(self, admission: Admission, size: int) -> None:
+        self.admission, self.size = admission, size
+        self.held = _Held(admission.slots)
+
+    async def __aenter__(self) -> None:
+        try:
+            await self.held.__aenter__()
+        except BaseException:             # cancelled while waiting
+            self.leave()
+            raise
+        self.admission.waiting_bytes -= self.size
+        self.size = 0
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.leave()
+        await self.held.__aexit__(*exc)
+
+    def leave(self) -> None:
+        self.admission.admitted -= 1
+        self.admission.waiting_bytes -= self.size
+        self.size = 0
+
+
 async def _read_chunks(fd: int, on_chunk: Callable[[bytes], Awaitable[None]]) -> None:
     dup = os.dup(fd)
     if stat.S_ISREG(os.fstat(dup).st_mode):
@@ -238,13 +297,12 @@ class Driver:
     scopes: dict[Any, trio.CancelScope] = field(default_factory=dict)
     timers: dict[str, trio.CancelScope] = field(default_factory=dict)
     limiters: dict[str, trio.CapacityLimiter] = field(default_factory=dict)
-    admitted: int = 0                     # calls running or waiting for a slot
-    waiting_bytes: int = 0                # request bytes of the calls waiting for a slot
-    request_bytes: int = 0                # the size of the request line being decided
+    request_bytes: int = 0                # the size of the request line (or HTTP body) being decided
     files: dict[str, tuple[int, ...] | None] = field(default_factory=dict)   # watched resource -> signature
+    admission: Admission | None = None    # the server's waiting room; None: one of this driver's own
 
     def __post_init__(self) -> None:
-        self.slots = trio.CapacityLimiter(self.options.max_calls)
+        self.room = self.admission or Admission(self.options.max_calls)
         self._spool: Spool | None = None
 
     @property
@@ -285,7 +343,7 @@ class Driver:
             elif isinstance(action, TaskOp):
                 self.nursery.start_soon(self._task_op, action)
             elif isinstance(action, (ReadResource, GetPrompt, Complete)):
-                self.nursery.start_soon(self._content_op, action)
+                self._start_content(action)
         if self.core.subscribed or self.core.listens:
             self._baseline()
 
@@ -295,14 +353,22 @@ class Driver:
             if uri not in self.files:
                 self.files[uri] = file_signature(path)
 
-    async def _content_op(self, action: ReadResource | GetPrompt | Complete) -> None:
+    def _start_content(self, action: ReadResource | GetPrompt | Complete) -> None:
+        """Admitted like a call (it takes a slot), or refused with the same words."""
+        seat = self.room.enter(self.request_bytes)
+        if seat is None:
+            self.perform(self.core.call_failed(action.ctx, ProtocolError(-32603, self.room.refusal())))
+        else:
+            self.nursery.start_soon(self._content_op, action, seat)
+
+    async def _content_op(self, action: ReadResource | GetPrompt | Complete, seat: _Seat) -> None:
         """A resource read, prompt or completion that needs a file or a command; cancellable like a call."""
         ctx = action.ctx
         actions: list[Action] = []
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                async with _Held(self.slots):
+                async with seat:
                     if isinstance(action, ReadResource):
                         outcome = await sources.read(action.target, self.spool)
                         actions = self.core.resource_read(ctx, action.target, outcome)
@@ -330,23 +396,12 @@ class Driver:
             self.outbox.put(data, isinstance(message, dict) and message.get("method") in NEWS)
 
     def _start_call(self, action: StartCall) -> None:
-        """Run now, or wait for one of max_calls slots; past the waiting room, refuse clearly.
-
-        The waiting room is bounded by memory: in number, and in the bytes of the waiting calls'
-        request lines (a batch's line counts for each of its calls), so a waiting call costs its
-        request and a parked task, and no file descriptor.
-        """
-        waits = self.admitted >= self.options.max_calls
-        size = self.request_bytes if waits else 0
-        if waits and (self.admitted >= self.options.max_calls * (1 + QUEUED_PER_SLOT)
-                      or self.waiting_bytes + size > WAITING_BYTES):
-            self.perform(self.core.call_done(action.ctx, error_result(
-                f"mcpwrap is at its limit: {self.options.max_calls} calls are running and "
-                f"{self.admitted - self.options.max_calls} are waiting (--max-calls); nothing ran, try again later")))
+        """Run now, or wait for one of max_calls slots; past the server's waiting room, refuse clearly."""
+        seat = self.room.enter(self.request_bytes)
+        if seat is None:
+            self.perform(self.core.call_done(action.ctx, error_result(self.room.refusal())))
             return
-        self.admitted += 1                # counted now: the next request may arrive before this task runs
-        self.waiting_bytes += size
-        self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments, size)
+        self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments, seat)
 
     def _limiter(self, tool: config_module.Tool) -> trio.CapacityLimiter | None:
         if tool.concurrency is None:
@@ -356,13 +411,11 @@ class Driver:
             limiter = self.limiters[tool.name] = trio.CapacityLimiter(tool.concurrency)
         return limiter
 
-    async def _run_call(self, ctx: Context, tool: config_module.Tool, arguments: dict[str, Any], size: int) -> None:
+    async def _run_call(self, ctx: Context, tool: config_module.Tool, arguments: dict[str, Any], seat: _Seat) -> None:
         with trio.CancelScope() as scope:
             self.scopes[ctx.id] = scope
             try:
-                async with _Held(self.slots):
-                    self.waiting_bytes -= size
-                    size = 0
+                async with seat:
                     limiter = self._limiter(tool)
                     if limiter is not None:
                         async with limiter:
@@ -372,8 +425,6 @@ class Driver:
                     await self.outbox.room()   # hold the slot until stdout can take the answer
             finally:
                 self.scopes.pop(ctx.id, None)
-                self.admitted -= 1
-                self.waiting_bytes -= size   # cancelled while waiting
         if not scope.cancelled_caught:
             self.perform(self.core.call_done(ctx, result))
 
@@ -531,7 +582,7 @@ async def serve(config: config_module.Config, options: Options, front: Front,
         outer.start_soon(write_out)
         with serving:
             async with trio.open_nursery() as nursery:
-                driver = Driver(core, options, nursery, outbox)
+                driver = Driver(core, options, nursery, outbox)   # stdio: one driver, its own room
                 if options.watch:
                     nursery.start_soon(driver.watch, config.path, signature)
                 nursery.start_soon(_stop_on_signal, nursery.cancel_scope, lambda: front.signalled)

@@ -74,7 +74,9 @@ def feed(core: Core, message: dict[str, Any] | bytes) -> list[Any]:
 
 
 def sent(actions: list[Any]) -> list[Any]:
-    return [a.message for a in actions if isinstance(a, Send)]
+    """The messages sent; a batch's array as the client reads it (its answers are held encoded)."""
+    return [orjson.loads(jsonrpc.encode(a.message)) if isinstance(a.message, list) else a.message
+            for a in actions if isinstance(a, Send)]
 
 
 def request(id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

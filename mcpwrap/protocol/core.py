@@ -13,7 +13,10 @@ Every request that awaits an answer is in `inflight` until it is answered or
 cancelled, so an id is "in use" exactly then. Every answer leaves through
 `_routed`: an answer to a batched request goes into its batch's array, sent
 once the whole batch is answered (a duplicate id inside a batch, or one in use,
-is answered there too). A modern retry's `requestState` is consumed through
+is answered there too). A batch has at most `BATCH_ITEMS` messages, and the
+answers it holds are kept encoded and counted in a `BatchBudget` shared by the
+server's cores: an answer past the batch's or the server's bound becomes an
+error for its item, so what batches hold is bounded whatever they ask for. A modern retry's `requestState` is consumed through
 the injected `consume_once(nonce, expires_at, now)` just before the call (or
 task) starts, so one accepted confirmation authorises one run; a replay is
 -32602. Each `StartTimer` is matched by a `CancelTimer` when its question ends
@@ -32,6 +35,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias
+
+import orjson
 
 from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
@@ -102,11 +107,42 @@ ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -
 ELICIT_TIMEOUT_S = 600.0
 
 
+BATCH_ITEMS = 256                 # messages a batch may hold; a longer batch is refused whole and runs nothing
+BATCH_BYTES = 4 * 1024 * 1024     # encoded answers one batch may hold while its other items are still running
+HELD_BYTES = 16 * 1024 * 1024     # the same, for all the batches of a server process together
+
+
+class BatchBudget:
+    """The bytes of batch answers held for their siblings, counted across every `Core` that shares it.
+
+    A server process makes one and hands it to each of its cores (one over stdio, one a session
+    over HTTP), so `total` bounds them all together and `per_batch` each batch on its own.
+    """
+
+    def __init__(self, per_batch: int = BATCH_BYTES, total: int = HELD_BYTES) -> None:
+        self.per_batch, self.total = per_batch, total
+        self.held = 0
+
+    def refusal(self, batch_held: int, size: int) -> str | None:
+        """Why an answer of `size` bytes cannot join a batch holding `batch_held`; None: it is counted."""
+        if batch_held + size > self.per_batch:
+            return f"the batch's answers exceed {self.per_batch} bytes"
+        if self.held + size > self.total:
+            return f"the answers held for batches exceed {self.total} bytes across the server"
+        self.held += size
+        return None
+
+
 @dataclass
 class _BatchState:
-    """The requests of one batch still unanswered, and the answers held until they are."""
+    """The requests of one batch still unanswered, and the answers held until they are.
+
+    Each answer is held encoded (its result or error as an `orjson.Fragment`, written into the
+    array as is), so what it holds is what it costs: `held` bytes, counted in the budget too.
+    """
     waiting: set[RequestId] = field(default_factory=set)
     answers: list[dict[str, Any]] = field(default_factory=list)
+    held: int = 0
 
 
 P = ParamSpec("P")
@@ -122,8 +158,10 @@ def _answers(method: Callable[Concatenate[Core, P], list[Action]]) -> Callable[C
 
 class Core:
     def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
-                 clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500) -> None:
+                 clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500,
+                 budget: BatchBudget | None = None) -> None:
         self.config = config
+        self.budget = budget or BatchBudget()
         self.session = LegacySession()
         self.keyring_source = keyring_source
         self.clock = clock
@@ -189,13 +227,17 @@ class Core:
                 isinstance(m, Request) and m.method == "initialize" for m in batch.items):
             error = ProtocolError(-32600, f"batches are not accepted in protocol revision {self.session.rev.version}")
             return [Send(self._error_message(None, error, self.session.rev))]
+        if len(batch.items) > BATCH_ITEMS:
+            error = ProtocolError(-32600, f"a batch may hold at most {BATCH_ITEMS} messages; nothing ran: send the "
+                                  "requests separately or in smaller batches")
+            return [Send(self._error_message(None, error, self.session.rev))]
         # Refusals are known at once, so they go first; the requests are registered before any runs.
-        state, accepted = _BatchState(), list[Request | Notification | Response]()
+        state, accepted, actions = _BatchState(), list[Request | Notification | Response](), list[Action]()
         for item in batch.items:
             if isinstance(item, Invalid):
-                state.answers.append(self._broken(item))
+                actions += self._keep(state, self._broken(item))
             elif isinstance(item, Request) and (self._in_use(item.id) or item.id in state.waiting):
-                state.answers.append(self._id_in_use(item.id))
+                actions += self._keep(state, self._id_in_use(item.id))
             else:
                 if isinstance(item, Request):
                     state.waiting.add(item.id)
@@ -203,9 +245,9 @@ class Core:
         expected = bool(state.waiting)
         for request_id in state.waiting:
             self.batches[request_id] = state
-        actions = [action for item in accepted for action in self._dispatch(item)]
+        actions += [action for item in accepted for action in self._dispatch(item)]
         if not expected and state.answers:
-            actions.append(Send(state.answers))   # nothing to wait for: only refused items needed answers
+            actions += self._sent(state)   # nothing to wait for: only refused items needed answers
         return self._routed(actions)
 
     def _routed(self, actions: list[Action]) -> list[Action]:
@@ -216,12 +258,48 @@ class Core:
             if isinstance(message, dict) and "method" not in message and message.get("id") in self.batches:
                 state = self.batches.pop(message["id"])
                 state.waiting.discard(message["id"])
-                state.answers.append(message)
+                out += self._keep(state, message)
                 if not state.waiting:
-                    out.append(Send(state.answers))
+                    out += self._sent(state)
                 continue
             out.append(action)
         return out
+
+    def _keep(self, state: _BatchState, message: dict[str, Any]) -> list[Action]:
+        """Hold one answer of a batch, encoded once; past the budget, an error for its item instead.
+
+        The request was carried out either way: only its answer is not kept.
+        """
+        key = "result" if "result" in message else "error"
+        try:
+            data = orjson.dumps(message[key])
+        except TypeError as exc:           # orjson.JSONEncodeError: too deep, a bad key, a huge int
+            error = ProtocolError(-32603, f"internal error: the answer could not be encoded ({exc})")
+            state.answers.append(self._error_message(message.get("id"), error, self.session.rev))
+            return [Stderr(f"mcpwrap: cannot encode an answer in a batch ({exc}); answering with an error", "error")]
+        size = len(data) + len(orjson.dumps(message.get("id"))) + 32    # the envelope around it
+        refusal = self.budget.refusal(state.held, size)
+        if refusal is None:
+            state.held += size
+            state.answers.append({**message, key: orjson.Fragment(data)})
+        else:
+            state.answers.append(self._error_message(message.get("id"), ProtocolError(-32603, (
+                f"{refusal}: this answer ({size} bytes) was dropped after its request was carried out; "
+                "send the requests separately")), self.session.rev))
+        return []
+
+    def _sent(self, state: _BatchState) -> list[Action]:
+        """The batch's array, its held bytes given back to the budget."""
+        self.budget.held -= state.held
+        state.held = 0
+        return [Send(state.answers)] if state.answers else []
+
+    def end(self) -> None:
+        """This core's session is over: what its unfinished batches held is given back to the budget."""
+        for state in {id(s): s for s in self.batches.values()}.values():
+            self.budget.held -= state.held
+            state.held = 0
+        self.batches.clear()
 
     def _drop_from_batch(self, request_id: RequestId) -> list[Action]:
         """A batched request that will never be answered (cancelled): its batch stops waiting for it."""
@@ -229,7 +307,7 @@ class Core:
         if state is None:
             return []
         state.waiting.discard(request_id)
-        return [Send(state.answers)] if not state.waiting and state.answers else []
+        return self._sent(state) if not state.waiting else []
 
     # --- requests -----------------------------------------------------------------------
     def _request(self, request: Request) -> list[Action]:
