@@ -90,7 +90,7 @@ def _nested(path: Path) -> None:
 
 HOSTILE = {"directory": (_directory, "not a regular file"), "dev-zero": (_dev_zero, "not a regular file"),
            "huge": (_huge, "larger than"), "truncated": (_truncated, "no tools defined"),
-           "deleted": (_deleted, "is gone"), "nested": (_nested, "maximum recursion depth")}
+           "deleted": (_deleted, "is gone"), "nested": (_nested, "nested too deeply")}
 
 
 @pytest.mark.parametrize("change", list(HOSTILE))
