@@ -39,7 +39,7 @@ from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Re
 from mcpwrap.protocol import modern
 from mcpwrap.protocol.legacy import LegacySession, level_allows
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
-                                        Revision)
+                                        Revision, declared)
 from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, parse_call, progress_params,
                                     render_result)
 
@@ -260,8 +260,7 @@ class Core:
             result = self.session.initialize(dict(ctx.params), self.config, self.capabilities)
             self.advertised, self.subscribed = result["capabilities"], set()
             return [self.reply(ctx, result)]
-        if ctx.method not in self.session.rev.methods:
-            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
+        self._served(ctx, self.session.rev.methods)
         if ctx.method == "ping":
             return [self.reply(ctx, {})]
         if ctx.method == "logging/setLevel":
@@ -279,11 +278,11 @@ class Core:
 
     def _modern(self, ctx: Context) -> list[Action]:
         if ctx.method in EXTENSION_TASK_METHODS:
+            self._served(ctx, EXTENSION_TASK_METHODS)
             if not _declares_tasks(ctx):
                 raise _needs_tasks_extension()
             return self._task_request(ctx)
-        if ctx.method not in MODERN.methods:
-            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
+        self._served(ctx, MODERN.methods)
         if ctx.method == "server/discover":
             return [self.reply(ctx, modern.discover(self.config, self.capabilities(ctx.rev)))]
         if ctx.method == "tools/list":
@@ -301,6 +300,11 @@ class Core:
             return [Send(modern.tagged("notifications/subscriptions/acknowledged", ctx.id,
                                        {"notifications": honoured}))]
         return self._call(ctx)
+
+    def _served(self, ctx: Context, methods: frozenset[str]) -> None:
+        """-32601 for a method the revision lacks or the capabilities in force do not declare."""
+        if ctx.method not in methods or not declared(ctx.method, self.capabilities(ctx.rev)):
+            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
 
     # --- resources, prompts, completions -------------------------------------------------
     def files(self) -> dict[str, Path]:
