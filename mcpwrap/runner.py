@@ -844,7 +844,7 @@ class _Confinement:
         try:
             if tool.sandbox is not None and landlock.abi():
                 self.sandboxed = _Sandboxed.of(tool.sandbox)
-                make_private_dir(Path(tmpdir := os.path.join(self.sandboxed.root, tag)))
+                make_private_dir(tmpdir := os.path.join(self.sandboxed.root, tag))
                 self.tmpdir = tmpdir
             if tool.limits is not None:
                 server = _server_cgroup()
