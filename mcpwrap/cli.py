@@ -56,6 +56,7 @@ def _load(file: Path, validated_dir: Path | None = None, before_schema_checks: A
     schemas passed, by digest and version: the same bytes are not checked again (jsonschema is
     the largest import there is). `serve --state-dir` passes its own."""
     from mcpwrap import __version__, config
+    from mcpwrap.durable import create_private, make_private_dir
 
     cache = validated_dir or _state_path(None) / "validated"
 
@@ -65,10 +66,8 @@ def _load(file: Path, validated_dir: Path | None = None, before_schema_checks: A
     try:
         loaded = config.load(file, lambda digest: marker(digest).exists(), before_schema_checks)
         try:
-            cache.parent.parent.mkdir(parents=True, exist_ok=True)
-            for private in (cache.parent, cache):  # the state dir is the task store's too: 0700 from the start
-                private.mkdir(mode=0o700, exist_ok=True)
-            marker(loaded.digest).touch()
+            make_private_dir(cache, parents=True)   # the state dir is the task store's too: 0700 from the start
+            os.close(create_private(marker(loaded.digest)))
         except OSError:
             pass                           # only a cache: a read-only state dir costs start-up time, nothing else
         return loaded
@@ -348,6 +347,8 @@ def _write_binary(result: Any, output: Path | None) -> None:
     The first block goes to `output`, the n-th to `output` with "-n" before its suffix; without
     `output`, each goes to a new temporary file (0600, as mkstemp makes it) named after its type.
     """
+    from mcpwrap.durable import write_private
+
     blocks = _binary_blocks(result)
     if output is not None and not blocks:
         print(f"mcpwrap: no binary content; nothing written to {output}", file=sys.stderr)
@@ -363,7 +364,7 @@ def _write_binary(result: Any, output: Path | None) -> None:
         else:
             target = output if n == 1 else output.with_name(f"{output.stem}-{n}{output.suffix}")
             try:
-                target.write_bytes(data)
+                write_private(target, data)
             except OSError as exc:
                 _fail(f"cannot write {mime} to {target}: {exc.strerror}", EXIT_USAGE)
         print(f"wrote {mime}, {len(data)} bytes, to {target}", file=sys.stderr)
@@ -443,16 +444,18 @@ def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file
 def _init(file: str, force: bool, from_help: str | None) -> None:
     from importlib.resources import files
 
+    from mcpwrap.durable import write_private
+
     path = Path(file)
     if path.exists() and not force:
         _fail(f"{path} already exists; use --force to overwrite it", EXIT_USAGE)
     if from_help is None:
-        path.write_text(files("mcpwrap").joinpath("starter.toml").read_text())
+        write_private(path, files("mcpwrap").joinpath("starter.toml").read_bytes())
         print(f"wrote {path}; next: mcpwrap check {path} && mcpwrap call {path} greet --arg name=you")  # stdout-ok
         return
     text = draft_from_help(from_help)
     config = _loads_draft(text, path)
-    path.write_text(text)
+    write_private(path, text.encode())
     print(f"wrote {path}: {len(config.tools)} tool(s) drafted from `{from_help} --help` (check: ok); "  # stdout-ok
           f"read it and keep what a model may run, then: mcpwrap list {path}")
 

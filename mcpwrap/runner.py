@@ -70,7 +70,7 @@ import trio
 
 from mcpwrap import forker, jsonrpc, landlock, limits, spawner
 from mcpwrap.config import Limits, Sandbox, Tool
-from mcpwrap.durable import UnsafePathError
+from mcpwrap.durable import UnsafePathError, make_private_dir
 from mcpwrap.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
@@ -844,7 +844,7 @@ class _Confinement:
         try:
             if tool.sandbox is not None and landlock.abi():
                 self.sandboxed = _Sandboxed.of(tool.sandbox)
-                os.mkdir(tmpdir := os.path.join(self.sandboxed.root, tag), 0o700)
+                make_private_dir(tmpdir := os.path.join(self.sandboxed.root, tag))
                 self.tmpdir = tmpdir
             if tool.limits is not None:
                 server = _server_cgroup()

@@ -57,7 +57,7 @@ from typing import Any
 
 import orjson
 
-from mcpwrap.durable import UnsafePathError, open_private, private_dir, write_atomic
+from mcpwrap.durable import UnsafePathError, create_private, make_private_dir, open_private, private_dir, write_atomic
 
 DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
 ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long
@@ -201,7 +201,7 @@ def _render(keyring: Keyring) -> bytes:
 def _create(path: Path) -> bool:
     """Publish a new secret unless one exists; True if this call's secret won."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(path.parent, parents=True)
         try:
             write_atomic(path, _render(Keyring(secrets.token_bytes(_KEY_BYTES))), exclusive=True)
         except FileExistsError:
@@ -224,7 +224,9 @@ def rotate_secret(path: Path, now: float) -> Keyring:
     """Make a new current key; the old one keeps verifying for the grace window."""
     lock = path.with_name(path.name + ".lock")
     try:
-        lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        lock_fd = open_private(lock, os.O_RDWR | os.O_CREAT)
+    except UnsafePathError as exc:
+        raise _refuse(path, f"cannot be locked: {exc}") from None
     except OSError as exc:
         raise _refuse(path, f"cannot be locked ({exc.strerror})", _fix_dir(path)) from None
     try:
@@ -341,8 +343,7 @@ class NonceLedger:
                 self._next_sweep = now + SWEEP_INTERVAL_S
                 self._sweep(dir_fd, now)
             try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             0o600, dir_fd=dir_fd)
+                fd = create_private(name, dir_fd=dir_fd)
             except FileExistsError:
                 return False
             except OSError as exc:
@@ -360,7 +361,7 @@ class NonceLedger:
         """The ledger directory as an fd, created 0700; it and the state dir are checked like the
         secret file (ours, a real directory, no group/world write) on their open fds."""
         try:
-            self.state_dir.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(self.state_dir.parent, parents=True)
             os.close(private_dir(self.state_dir))
             return private_dir(self.path)
         except UnsafePathError as exc:

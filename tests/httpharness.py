@@ -21,7 +21,8 @@ from typing import Any, Self
 from tests import mcpschema
 from tests.harness import HANG_S, MODERN, mcpwrap_cmd, modern_meta, until
 
-NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",          # 2026-07-28
+         "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}   # the tasks extension
 
 
 @dataclass

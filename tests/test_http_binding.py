@@ -6,6 +6,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -14,7 +15,8 @@ from mcpwrap.http import HttpOptions, Hub, exposure_problem, parse_address
 from mcpwrap.jsonrpc import Request
 from mcpwrap.protocol import binding
 from mcpwrap.front import Options
-from tests.harness import modern_meta
+from tests.harness import modern_meta, until
+from tests.httpharness import HttpServer
 
 TOOLS = Path(__file__).parent / "fixtures" / "http.toml"
 HEADERS = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "echo"}
@@ -35,6 +37,39 @@ def test_matching_headers_pass_and_each_disagreement_is_32020() -> None:
 def test_mcp_name_is_only_required_where_the_spec_mirrors_a_name() -> None:
     listing = Request(1, "tools/list", {"_meta": modern_meta()})
     assert binding.check_modern_headers({**HEADERS, "mcp-method": "tools/list"}, listing) is None
+
+
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_task_requests_mirror_their_task_id_in_mcp_name(method: str) -> None:
+    """Tasks extension, "Streamable HTTP: Routing Headers": tasks/get, tasks/update and tasks/cancel
+    MUST carry Mcp-Name = params.taskId; a missing or disagreeing one is -32020 like any other."""
+    request = Request(1, method, {"taskId": "t-a", "_meta": modern_meta()})
+    headers = {**HEADERS, "mcp-method": method, "mcp-name": "t-a"}
+    assert binding.check_modern_headers(headers, request) is None
+    assert binding.check_modern_headers({**headers, "mcp-name": "t-b"}, request).code == -32020  # type: ignore[union-attr]
+    rest = {k: v for k, v in headers.items() if k != "mcp-name"}
+    assert binding.check_modern_headers(rest, request).code == -32020  # type: ignore[union-attr]
+
+
+def test_a_routing_header_naming_another_task_acts_on_neither(tmp_path: Path) -> None:
+    """A cancel whose Mcp-Name names task B and whose body names task A was executed on A: an
+    intermediary routing on the header would have sent it to B's server."""
+    tasks_caps = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    with HttpServer(TOOLS, tmp_path) as server:
+        go = tmp_path / "go"
+        ids = [server.modern("tools/call", {"name": "gated", "arguments": {"go": str(go)}},
+                             caps=tasks_caps).final["result"]["taskId"] for _ in range(2)]
+        for method in ("tasks/cancel", "tasks/get"):
+            answer = server.modern(method, {"taskId": ids[0]}, caps=tasks_caps, headers={"mcp-name": ids[1]})
+            assert (answer.status, answer.final["error"]["code"]) == (400, -32020), method
+        for task_id in ids:
+            assert server.modern("tasks/get", {"taskId": task_id}, caps=tasks_caps).final["result"]["status"] \
+                == "working"
+        cancelled = server.modern("tasks/cancel", {"taskId": ids[0]}, caps=tasks_caps)    # matching: acted on
+        assert cancelled.status == 200 and "error" not in cancelled.final
+        go.touch()
+        until(lambda: server.modern("tasks/get", {"taskId": ids[1]}, caps=tasks_caps).final["result"]["status"]
+              == "completed", "the other task to complete")
 
 
 def test_base64_sentinel_values() -> None:

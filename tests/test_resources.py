@@ -145,6 +145,7 @@ def test_output_page_rendering(tmp_path: Path) -> None:
 
 def test_cursors_page_through_and_reject_foreign_ones(tmp_path: Path) -> None:
     extra = "".join(f'[resources.r{i}]\nuri = "x://{i}"\ncommand = ["true"]\n' for i in range(5))
+    extra += '[prompts.p]\nmessages = [{ text = "p" }]\n'     # prompts/list is served only when declared
     core = make(tmp_path, TOOLS + extra, page_size=3)
     init(core, "2025-11-25")
     names, cursor = [], None
@@ -166,7 +167,7 @@ def test_capabilities_only_for_what_the_file_defines(tmp_path: Path) -> None:
     core = make(tmp_path, '[spool]\nquota = 0\n[tools.echo]\ncommand = ["echo"]\n')
     caps = init(core, "2025-11-25")["capabilities"]
     assert not {"resources", "prompts", "completions"} & set(caps)
-    assert answer(core, "2025-11-25", 1, "resources/list")["result"] == {"resources": []}
+    assert answer(core, "2025-11-25", 1, "resources/list")["error"]["code"] == -32601     # not declared
     core = make(tmp_path, '[tools.echo]\ncommand = ["echo"]\n')               # the spool alone: resources
     assert init(core, MODERN)["capabilities"]["resources"] == {"listChanged": True}
 

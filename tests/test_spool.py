@@ -265,7 +265,7 @@ def test_no_spool_no_resources_capability(tmp_path: Path) -> None:
         assert "resources" not in server.initialize("2025-11-25")["result"]["capabilities"]
         result = server.call("tools/call", {"name": "out", "arguments": {}})["result"]
         assert [b["type"] for b in result["content"]] == ["text"]
-        assert server.call("resources/templates/list", {})["result"]["resourceTemplates"] == []
+        assert server.call("resources/templates/list", {})["error"]["code"] == -32601     # not declared
 
 
 def test_a_task_keeps_its_output_beyond_the_cap(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 What a POST must carry and what status each answer gets, decided here so the
 driver (`mcpwrap/http.py`) only moves bytes. 2026-07-28 mirrors body fields
-into headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`); a missing,
+into headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, the last for every method
+`NAME_SOURCE` lists, the tasks extension's included); a missing,
 malformed or disagreeing header is -32020 with 400, because a load balancer
 may have routed on the header while we would execute the body; a body that
 lacks the version itself is the core's -32602, not a mismatch. `initialize`
@@ -34,7 +35,10 @@ HEADER_MISMATCH = -32020
 # modern error code -> HTTP status (2026-07-28: transports, basic/index and the schema's error types)
 MODERN_STATUS = {-32700: 400, -32600: 400, -32601: 404, -32602: 400, -32020: 400, -32021: 400, -32022: 400,
                  -32603: 500}
-NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}   # Mcp-Name mirrors these
+# method -> the body field its Mcp-Name header mirrors: 2026-07-28 "Standard Request Headers", and the
+# tasks extension's "Streamable HTTP: Routing Headers" (a task's requests routed by its id)
+NAME_SOURCE = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+               "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 SHOWN = {"mcp-protocol-version": "MCP-Protocol-Version", "mcp-method": "Mcp-Method", "mcp-name": "Mcp-Name"}
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 SENTINEL = ("=?base64?", "?=")           # a value that is not plain ASCII travels base64-encoded between these

@@ -42,9 +42,9 @@ from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol import modern
-from mcpwrap.protocol.legacy import LegacySession, level_allows
+from mcpwrap.protocol.legacy import HOLDS, Held, LegacySession, level_allows
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
-                                        Revision)
+                                        Revision, declared)
 from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, parse_call, progress_params,
                                     render_result)
 
@@ -338,8 +338,7 @@ class Core:
             result = self.session.initialize(dict(ctx.params), self.config, self.capabilities)
             self.advertised, self.subscribed = result["capabilities"], set()
             return [self.reply(ctx, result)]
-        if ctx.method not in self.session.rev.methods:
-            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
+        self._served(ctx, self.session.rev.methods)
         if ctx.method == "ping":
             return [self.reply(ctx, {})]
         if ctx.method == "logging/setLevel":
@@ -357,11 +356,11 @@ class Core:
 
     def _modern(self, ctx: Context) -> list[Action]:
         if ctx.method in EXTENSION_TASK_METHODS:
+            self._served(ctx, EXTENSION_TASK_METHODS)
             if not _declares_tasks(ctx):
                 raise _needs_tasks_extension()
             return self._task_request(ctx)
-        if ctx.method not in MODERN.methods:
-            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
+        self._served(ctx, MODERN.methods)
         if ctx.method == "server/discover":
             return [self.reply(ctx, modern.discover(self.config, self.capabilities(ctx.rev)))]
         if ctx.method == "tools/list":
@@ -379,6 +378,11 @@ class Core:
             return [Send(modern.tagged("notifications/subscriptions/acknowledged", ctx.id,
                                        {"notifications": honoured}))]
         return self._call(ctx)
+
+    def _served(self, ctx: Context, methods: frozenset[str]) -> None:
+        """-32601 for a method the revision lacks or the capabilities in force do not declare."""
+        if ctx.method not in methods or not declared(ctx.method, self.capabilities(ctx.rev)):
+            raise ProtocolError(-32601, f"Method not found: {ctx.method}")
 
     # --- resources, prompts, completions -------------------------------------------------
     def files(self) -> dict[str, Path]:
@@ -568,7 +572,27 @@ class Core:
         self.inflight[ctx.id] = ctx
         request = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
                    "params": question.request(ctx.rev)["params"]}
-        return [Send(request), StartTimer(ask_id, ELICIT_TIMEOUT_S)]
+        return [*self._to_client(ctx, ("ask", ask_id), request), StartTimer(ask_id, ELICIT_TIMEOUT_S)]
+
+    def _to_client(self, ctx: Context, key: Held, message: dict[str, Any]) -> list[Action]:
+        """A request or notification of ours about `ctx`, held while the legacy session is not yet
+        initialized (`legacy.HOLDS`); the held ones whose request or question ended are dropped, so
+        what waits is bounded by the requests in flight."""
+        if ctx.modern or self.session.state not in HOLDS:
+            return [Send(message)]
+        self.session.held = {k: m for k, m in self.session.held.items() if self._live(k)}
+        self.session.held[key] = message
+        return []
+
+    def _live(self, key: Held) -> bool:
+        kind, ident = key
+        return ident in (self.asks if kind == "ask" else self.inflight)
+
+    def _withdraw(self, key: str, reason: str) -> list[Action]:
+        """Tell the client our question `key` is over, unless it never left (held until initialized)."""
+        if self.session.held.pop(("ask", key), None) is not None:
+            return []
+        return [Send(jsonrpc.notification("notifications/cancelled", {"requestId": key, "reason": reason}))]
 
     def _answer(self, response: Response) -> list[Action]:
         """A client's answer to our elicitation/create."""
@@ -608,8 +632,7 @@ class Core:
         if pending is None:
             return []
         self.inflight.pop(pending.ctx.id, None)
-        cancel = jsonrpc.notification("notifications/cancelled", {"requestId": key, "reason": "timed out"})
-        return [Send(cancel)] + self._continue(pending, error_result(
+        return self._withdraw(key, "timed out") + self._continue(pending, error_result(
             f"no answer from the user within {ELICIT_TIMEOUT_S:g}s; nothing ran"))
 
     def _refused(self, ctx: Context, result: ToolResult, as_task: bool) -> Send:
@@ -633,7 +656,7 @@ class Core:
         if ctx.progress_token is None or ctx.id not in self.inflight:
             return []
         params = progress_params(ctx.progress_token, progress, total, message, ctx.rev)
-        return [Send(jsonrpc.notification("notifications/progress", params))]
+        return self._to_client(ctx, ("progress", ctx.id), jsonrpc.notification("notifications/progress", params))
 
     def log(self, ctx: Context, level: str, logger: str, data: Any) -> list[Action]:
         threshold = ctx.log_level if ctx.modern else self.session.log_level
@@ -675,6 +698,9 @@ class Core:
     def _notification(self, note: Notification) -> list[Action]:
         if note.method == "notifications/initialized":
             self.session.event(note.method)
+            if self.session.state not in HOLDS:
+                held, self.session.held = self.session.held, {}
+                return [Send(message) for key, message in held.items() if self._live(key)]
         elif note.method == "notifications/cancelled":
             request_id = note.params.get("requestId")
             if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
@@ -687,8 +713,7 @@ class Core:
                 withdrawn: list[Action] = []
                 for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
                     del self.asks[key]             # withdraw our question too: the client can close its dialog
-                    withdrawn += [CancelTimer(key), Send(jsonrpc.notification(
-                        "notifications/cancelled", {"requestId": key, "reason": "the call was cancelled"}))]
+                    withdrawn += [CancelTimer(key), *self._withdraw(key, "the call was cancelled")]
                 return [CancelCall(request_id), *withdrawn, *self._drop_from_batch(request_id)]
         return []
 

@@ -2,7 +2,8 @@
 
 One stdio process holds at most one legacy session. `initialize` negotiates
 the revision (a result, never an error); `notifications/initialized` opens
-the session for server-initiated notifications. A second `initialize` is an
+the session for server-initiated requests and notifications: until then
+(`HOLDS`) they are held, and sent when it arrives. A second `initialize` is an
 error, not a reset.
 """
 
@@ -41,6 +42,11 @@ REFUSES: dict[State, tuple[Callable[[str], bool], str]] = {
     State.READY: (lambda method: method == "initialize", _AGAIN),
 }
 
+# States in which the server's own requests and notifications (other than logging) wait: lifecycle, "The
+# server SHOULD NOT send requests other than pings and logging before receiving the initialized notification".
+HOLDS = frozenset({State.NEW, State.INITIALIZING})
+Held = tuple[str, Any]     # ("ask", elicitation id) or ("progress", request id): a later one replaces an earlier
+
 
 @dataclass
 class LegacySession:
@@ -49,6 +55,7 @@ class LegacySession:
     rev: Revision = LATEST_LEGACY
     client_capabilities: dict[str, Any] = field(default_factory=dict)
     log_level: str = DEFAULT_LOG_LEVEL
+    held: dict[Held, dict[str, Any]] = field(default_factory=dict)   # sent once initialized (`Core._to_client`)
 
     def admit(self, method: str) -> None:
         """Raise the legacy error for a request this state does not take."""

@@ -7,7 +7,9 @@ field or behaviour they gate, so a grep for one finds both table and use.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 MODERN_VERSIONS = ("2026-07-28",)
@@ -56,6 +58,38 @@ EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"}
 # Methods no legacy revision has: such a request is modern even when its _meta envelope is missing.
 MODERN_ONLY_METHODS = (MODERN_METHODS | EXTENSION_TASK_METHODS) - LEGACY_METHODS - CORE_TASK_METHODS
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+# capability (its path in the capabilities object the server sends) -> the methods it declares. A
+# method named here is served only when the capabilities in force have one of its paths: the ones
+# `Core.capabilities` builds for the request's revision, so what is not declared is -32601.
+CAPABILITY_METHODS: dict[tuple[str, ...], frozenset[str]] = {
+    ("tools",): frozenset({"tools/list", "tools/call"}),
+    ("logging",): frozenset({"logging/setLevel"}),
+    ("prompts",): frozenset({"prompts/list", "prompts/get"}),
+    ("resources",): frozenset({"resources/list", "resources/templates/list", "resources/read"}),
+    ("resources", "subscribe"): frozenset({"resources/subscribe", "resources/unsubscribe"}),
+    ("completions",): frozenset({"completion/complete"}),
+    ("tasks",): frozenset({"tasks/get", "tasks/result"}),
+    ("tasks", "list"): frozenset({"tasks/list"}),
+    ("tasks", "cancel"): frozenset({"tasks/cancel"}),
+    ("extensions", TASKS_EXTENSION): EXTENSION_TASK_METHODS,
+}
+
+
+def declared(method: str, capabilities: Mapping[str, Any]) -> bool:
+    """Whether `capabilities` declare `method` (one no capability gates, like ping, always is)."""
+    paths = [path for path, methods in CAPABILITY_METHODS.items() if method in methods]
+    return not paths or any(_has(capabilities, path) for path in paths)
+
+
+def _has(capabilities: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    node: Any = capabilities
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node or node[key] is False:
+            return False
+        node = node[key]
+    return True
+
 
 # JSON-RPC error codes mcpwrap may send, per era (2026 adds -32020..-32022, drops -32002/-32042).
 _BASE_CODES = frozenset({-32700, -32600, -32601, -32602, -32603})
