@@ -86,7 +86,7 @@ def test_a_failing_command_answers_every_waiter_with_its_error(tmp_path: Path) -
 
 
 def test_cancelled_waiters_are_dropped_and_the_starter_s_cancel_does_not_stop_the_run(tmp_path: Path) -> None:
-    core, _ = make(tmp_path)
+    core, now = make(tmp_path)
     init(core)
     run = feed(core, completing("a", 1))[0].run
     feed(core, completing("ab", 2))
@@ -95,6 +95,7 @@ def test_cancelled_waiters_are_dropped_and_the_starter_s_cancel_does_not_stop_th
         out = feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": cancelled}})
         assert not any(isinstance(a, StopComplete) for a in out)
     assert [(m["id"], values(m)) for m in sent(core.completed(run, CANDIDATES))] == [(2, CANDIDATES[:3])]
+    now[0] += COMPLETION_TTL_S
     run = feed(core, completing("x", 4))[0].run   # nobody is left waiting for this one: it is stopped
     out = feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}})
     assert StopComplete(run) in out
