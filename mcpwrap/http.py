@@ -47,6 +47,7 @@ from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import binding
 from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core
+from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
 from mcpwrap.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
@@ -378,11 +379,13 @@ class Hub:
         self.admission = Admission(options.max_calls)   # --max-calls and its waiting room, for all clients
         self.limiters: dict[str, trio.CapacityLimiter] = {}
         self.budget = BatchBudget()       # the batch answers held by every session together
+        self.completions = CompletionCache()    # recent `complete` outputs, for every session and POST
         self.root = self.core(config)     # holds the tools as reloaded; answers nobody
         self.nursery: trio.Nursery | None = None
 
     def core(self, config: config_module.Config | None = None) -> Core:
-        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume, budget=self.budget)
+        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume, budget=self.budget,
+                    completions=self.completions)
 
     def driver(self, core: Core, nursery: trio.Nursery, router: Router) -> RoutedDriver:
         return RoutedDriver(core, self.options, nursery, router, limiters=self.limiters, admission=self.admission)

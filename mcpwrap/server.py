@@ -41,7 +41,7 @@ from mcpwrap import jsonrpc, runner, sources
 from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
                            file_signature, log, trace_in, tracing)
 from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Complete, Context, Core, GetPrompt, ReadResource,
-                                   Send, StartCall, StartTimer, Stderr, TaskOp)
+                                   Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
 from mcpwrap.spool import Spool
@@ -344,6 +344,10 @@ class Driver:
                 self.nursery.start_soon(self._task_op, action)
             elif isinstance(action, (ReadResource, GetPrompt, Complete)):
                 self._start_content(action)
+            elif isinstance(action, StopComplete):
+                scope = self.scopes.get(("complete", action.run))
+                if scope is not None:
+                    scope.cancel()
         if self.core.subscribed or self.core.listens:
             self._baseline()
 
@@ -354,41 +358,54 @@ class Driver:
                 self.files[uri] = file_signature(path)
 
     def _start_content(self, action: ReadResource | GetPrompt | Complete) -> None:
-        """Admitted like a call (it takes a slot), or refused with the same words."""
+        """Admitted like a call (it takes a slot), or refused with the same words.
+
+        Its cancel scope is registered now (a completion's by its run, which may outlive the request
+        that started it), so a cancel that comes before the task starts still stops it.
+        """
         seat = self.room.enter(self.request_bytes)
         if seat is None:
-            self.perform(self.core.call_failed(action.ctx, ProtocolError(-32603, self.room.refusal())))
-        else:
-            self.nursery.start_soon(self._content_op, action, seat)
+            self.perform(self._content_failed(action, ProtocolError(-32603, self.room.refusal())))
+            return
+        key = ("complete", action.run) if isinstance(action, Complete) else action.ctx.id
+        scope = self.scopes[key] = trio.CancelScope()
+        self.nursery.start_soon(self._content_op, action, seat, key, scope)
 
-    async def _content_op(self, action: ReadResource | GetPrompt | Complete, seat: _Seat) -> None:
+    async def _content_op(self, action: ReadResource | GetPrompt | Complete, seat: _Seat, key: Any,
+                          scope: trio.CancelScope) -> None:
         """A resource read, prompt or completion that needs a file or a command; cancellable like a call."""
-        ctx = action.ctx
         actions: list[Action] = []
-        with trio.CancelScope() as scope:
-            self.scopes[ctx.id] = scope
+        with scope:
             try:
                 async with seat:
-                    if isinstance(action, ReadResource):
-                        outcome = await sources.read(action.target, self.spool)
-                        actions = self.core.resource_read(ctx, action.target, outcome)
-                    elif isinstance(action, GetPrompt):
-                        blocks = await sources.prompt_blocks(self.core.config, action.prompt, action.arguments,
-                                                             self.spool, ctx.rev)
-                        actions = self.core.prompt_done(ctx, action.prompt, blocks)
-                    else:
-                        actions = self.core.completed(ctx, await sources.complete(self.core.config, action.command),
-                                                      action.prefix)
+                    actions = await self._content(action)
             except ProtocolError as error:
-                actions = self.core.call_failed(ctx, error)
+                actions = self._content_failed(action, error)
             except Exception as exc:  # a bug must cost one request, not the server
                 log("mcpwrap: internal error:\n" + traceback.format_exc(), "error")
-                actions = self.core.call_failed(ctx, ProtocolError(-32603, f"internal error: {exc}"))
+                actions = self._content_failed(action, ProtocolError(-32603, f"internal error: {exc}"))
             finally:
-                self.scopes.pop(ctx.id, None)
+                if self.scopes.get(key) is scope:
+                    del self.scopes[key]
             await self.outbox.room()
         if not scope.cancelled_caught:
             self.perform(actions)
+
+    async def _content(self, action: ReadResource | GetPrompt | Complete) -> list[Action]:
+        if isinstance(action, ReadResource):
+            outcome = await sources.read(action.target, self.spool)
+            return self.core.resource_read(action.ctx, action.target, outcome)
+        if isinstance(action, GetPrompt):
+            blocks = await sources.prompt_blocks(self.core.config, action.prompt, action.arguments, self.spool,
+                                                 action.ctx.rev)
+            return self.core.prompt_done(action.ctx, action.prompt, blocks)
+        return self.core.completed(action.run, await sources.complete(self.core.config, action.command))
+
+    def _content_failed(self, action: ReadResource | GetPrompt | Complete, error: ProtocolError) -> list[Action]:
+        """The error for the request (for a completion, for every request waiting on its run)."""
+        if isinstance(action, Complete):
+            return self.core.completed(action.run, error)
+        return self.core.call_failed(action.ctx, error)
 
     def _send(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         data = encoded(message)

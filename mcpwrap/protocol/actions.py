@@ -76,7 +76,13 @@ class GetPrompt:
 
 @dataclass(frozen=True)
 class Complete:
-    """Run a `complete` command; its output lines are reported to `Core.completed`."""
-    ctx: Context
+    """Run a `complete` command once for every request waiting on `run`; its output lines (or its
+    `ProtocolError`) are reported to `Core.completed(run, ...)`."""
+    run: int
     command: tuple[str, ...]
-    prefix: str
+
+
+@dataclass(frozen=True)
+class StopComplete:
+    """Every request waiting on this run was cancelled: stop its command."""
+    run: int

@@ -20,7 +20,9 @@ error for its item, so what batches hold is bounded whatever they ask for. A mod
 the injected `consume_once(nonce, expires_at, now)` just before the call (or
 task) starts, so one accepted confirmation authorises one run; a replay is
 -32602. Each `StartTimer` is matched by a `CancelTimer` when its question ends
-before the timer fires.
+before the timer fires. A `complete` command runs once for all the requests that
+ask for it meanwhile (`completing`), and its output answers from the shared
+`CompletionCache` for a few seconds after: completions are rate limited.
 
 The modules of calls, questions, content, tasks and the secret are imported where they are used:
 the first answers (`initialize`, `ping`, the tool list), which the front gives while trio loads,
@@ -51,8 +53,9 @@ from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, pa
 if TYPE_CHECKING:
     from mcpwrap.config import Prompt
     from mcpwrap.protocol.actions import (CancelCall, CancelTimer, Complete, GetPrompt, ReadResource, StartCall,
-                                          StartTimer, TaskOp)
+                                          StartTimer, StopComplete, TaskOp)
     from mcpwrap.protocol import asking, resources
+    from mcpwrap.protocol.prompts import CompletionCache, CompletionKey
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
     from mcpwrap.result import Resource as Contents
@@ -91,8 +94,9 @@ class Stderr:
 
 
 Action: TypeAlias = ("Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource"
-                     " | GetPrompt | Complete")
-LATER = {"StartCall", "CancelCall", "StartTimer", "CancelTimer", "TaskOp", "ReadResource", "GetPrompt", "Complete"}
+                     " | GetPrompt | Complete | StopComplete")
+LATER = {"StartCall", "CancelCall", "StartTimer", "CancelTimer", "TaskOp", "ReadResource", "GetPrompt", "Complete",
+         "StopComplete"}
 
 
 def __getattr__(name: str) -> Any:
@@ -145,6 +149,13 @@ class _BatchState:
     held: int = 0
 
 
+@dataclass
+class _Run:
+    """One running `complete` command and the requests (with their typed prefixes) it will answer."""
+    run: int
+    waiters: list[tuple[Context, str]]
+
+
 P = ParamSpec("P")
 
 
@@ -159,9 +170,12 @@ def _answers(method: Callable[Concatenate[Core, P], list[Action]]) -> Callable[C
 class Core:
     def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
                  clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500,
-                 budget: BatchBudget | None = None) -> None:
+                 budget: BatchBudget | None = None, completions: CompletionCache | None = None) -> None:
         self.config = config
         self.budget = budget or BatchBudget()
+        self._completions = completions        # shared by a server's cores; made when first needed
+        self.completing: dict[CompletionKey, _Run] = {}
+        self.run_ids = itertools.count(1)
         self.session = LegacySession()
         self.keyring_source = keyring_source
         self.clock = clock
@@ -391,7 +405,7 @@ class Core:
 
     def _content(self, ctx: Context) -> list[Action]:
         from mcpwrap.protocol import prompts, resources
-        from mcpwrap.protocol.actions import Complete, GetPrompt, ReadResource
+        from mcpwrap.protocol.actions import GetPrompt, ReadResource
         from mcpwrap.result import Text
 
         method, params, cursor = ctx.method, ctx.params, ctx.params.get("cursor")
@@ -416,8 +430,49 @@ class Core:
         source, prefix = prompts.completion_source(self.config, params)     # completion/complete
         if source.command is None:
             return [self.reply(ctx, prompts.complete_result(source.values, prefix))]
+        return self._complete(ctx, source.command, prefix)
+
+    @property
+    def completions(self) -> CompletionCache:
+        if self._completions is None:
+            from mcpwrap.protocol.prompts import CompletionCache
+
+            self._completions = CompletionCache()
+        return self._completions
+
+    def _complete(self, ctx: Context, command: tuple[str, ...], prefix: str) -> list[Action]:
+        """From a fresh output of the command; else wait for its run, or start it (one run per key)."""
+        from mcpwrap.protocol import prompts
+        from mcpwrap.protocol.actions import Complete
+
+        key = prompts.completion_key(self.config, command)
+        cached = self.completions.get(key, self.clock())
+        if cached is not None:
+            return [self.reply(ctx, prompts.complete_result(cached, prefix))]
+        running = self.completing.get(key)
+        if running is not None and len(running.waiters) >= prompts.COMPLETION_WAITERS:
+            raise ProtocolError(-32603, f"too many completion requests in flight: {prompts.COMPLETION_WAITERS} "
+                                "already wait for this argument's complete command; try again shortly")
         self.inflight[ctx.id] = ctx
-        return [Complete(ctx, source.command, prefix)]
+        if running is not None:
+            running.waiters.append((ctx, prefix))
+            return []
+        running = self.completing[key] = _Run(next(self.run_ids), [(ctx, prefix)])
+        return [Complete(running.run, command)]
+
+    def _leave_completion(self, request_id: RequestId) -> list[Action]:
+        """A cancelled request stops waiting for its completion; a run nobody waits for is stopped."""
+        from mcpwrap.protocol.actions import StopComplete
+
+        for key, running in self.completing.items():
+            left = [(ctx, prefix) for ctx, prefix in running.waiters if ctx.id != request_id]
+            if len(left) < len(running.waiters):
+                running.waiters = left
+                if left:
+                    return []
+                del self.completing[key]
+                return [StopComplete(running.run)]
+        return []
 
     def _listed(self, ctx: Context, page: dict[str, Any]) -> Send:
         return self.reply(ctx, modern.cacheable(page) if ctx.modern else page)
@@ -474,10 +529,22 @@ class Core:
         return [self.reply(ctx, prompts.get_result(prompt, blocks, ctx.rev))] if self._settled(ctx) else []
 
     @_answers
-    def completed(self, ctx: Context, candidates: list[str], prefix: str) -> list[Action]:
+    def completed(self, run: int, outcome: list[str] | ProtocolError) -> list[Action]:
+        """A run's output lines (kept for `COMPLETION_TTL_S`) or its error, for every request waiting on it."""
         from mcpwrap.protocol import prompts
 
-        return [self.reply(ctx, prompts.complete_result(candidates, prefix))] if self._settled(ctx) else []
+        key = next((k for k, running in self.completing.items() if running.run == run), None)
+        if key is None:                   # stopped: nobody waits
+            return []
+        waiters = self.completing.pop(key).waiters
+        if not isinstance(outcome, ProtocolError):
+            self.completions.put(key, outcome, self.clock())
+        answers: list[Action] = []
+        for ctx, prefix in waiters:
+            if self._settled(ctx):
+                answers.append(Send(self._error_message(ctx.id, outcome, ctx.rev)) if isinstance(outcome, ProtocolError)
+                               else self.reply(ctx, prompts.complete_result(outcome, prefix)))
+        return answers
 
     # --- tools/call pipeline ------------------------------------------------------------
     def _call(self, ctx: Context) -> list[Action]:
@@ -714,7 +781,8 @@ class Core:
                 for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
                     del self.asks[key]             # withdraw our question too: the client can close its dialog
                     withdrawn += [CancelTimer(key), *self._withdraw(key, "the call was cancelled")]
-                return [CancelCall(request_id), *withdrawn, *self._drop_from_batch(request_id)]
+                return [CancelCall(request_id), *withdrawn, *self._leave_completion(request_id),
+                        *self._drop_from_batch(request_id)]
         return []
 
     # --- rendering ----------------------------------------------------------------------

@@ -6,10 +6,16 @@ command message gets the arguments the way a tool does (argv placeholders under
 the injection rules, or MCP_ARG_* for a shell script). Completion offers an
 argument's `enum`, else its `examples`, else the lines of its `complete`
 command, filtered by the typed prefix, at most 100.
+
+A `complete` command gets no arguments, so its output depends only on the command
+and the tools file: `CompletionCache` keeps it for `COMPLETION_TTL_S`, and the core
+runs one command at a time per key for every request that asks meanwhile (the
+spec's "Implement appropriate rate limiting").
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +27,12 @@ from mcpwrap.protocol.tools import ProtocolError, invalid_params, render_block
 from mcpwrap.result import Block
 
 MAX_COMPLETIONS = 100
+COMPLETION_TTL_S = 5.0            # how long a `complete` command's output answers without running it again
+COMPLETION_ENTRIES = 64           # outputs cached, least recently used dropped first
+COMPLETION_BYTES = 4 * 1024 * 1024    # and their size together
+COMPLETION_WAITERS = 64           # requests that may wait for one running command; more are refused
+
+CompletionKey = tuple[str, str, tuple[str, ...]]    # (tools file, its digest, the command)
 
 
 def render_prompt(prompt: Prompt, rev: Revision) -> dict[str, Any]:
@@ -121,3 +133,49 @@ def complete_result(candidates: Sequence[str], prefix: str) -> dict[str, Any]:
     completion: dict[str, Any] = {"values": matching[:MAX_COMPLETIONS], "total": len(matching),
                                   "hasMore": len(matching) > MAX_COMPLETIONS}
     return {"completion": completion}
+
+
+def completion_key(config: Config, command: tuple[str, ...]) -> CompletionKey:
+    """What a command's output depends on: the command, and the tools file (a reload is a new key)."""
+    return str(config.path), config.digest, command
+
+
+class CompletionCache:
+    """Recent `complete` outputs, shared by the cores of a server; bounded in entries and bytes.
+
+    An entry answers from when it was stored until `COMPLETION_TTL_S` later (a clock that went
+    back makes it stale, never fresher).
+    """
+
+    def __init__(self, ttl_s: float = COMPLETION_TTL_S, entries: int = COMPLETION_ENTRIES,
+                 size: int = COMPLETION_BYTES) -> None:
+        self.ttl_s, self.entries, self.size = ttl_s, entries, size
+        self.kept: OrderedDict[CompletionKey, tuple[float, tuple[str, ...], int]] = OrderedDict()
+        self.held = 0
+
+    def get(self, key: CompletionKey, now: float) -> tuple[str, ...] | None:
+        """The fresh output for `key`, or None (a stale one is dropped)."""
+        entry = self.kept.get(key)
+        if entry is None:
+            return None
+        stored, candidates, _ = entry
+        if not stored <= now < stored + self.ttl_s:
+            self._drop(key)
+            return None
+        self.kept.move_to_end(key)
+        return candidates
+
+    def put(self, key: CompletionKey, candidates: Sequence[str], now: float) -> None:
+        """Keep an output, dropping the least recently used past the bounds (one too large is not kept)."""
+        cost = sum(len(c) for c in candidates) + 64 * len(candidates) + 64
+        if key in self.kept:
+            self._drop(key)
+        if cost > self.size:
+            return
+        while self.kept and (len(self.kept) >= self.entries or self.held + cost > self.size):
+            self._drop(next(iter(self.kept)))
+        self.kept[key] = (now, tuple(candidates), cost)
+        self.held += cost
+
+    def _drop(self, key: CompletionKey) -> None:
+        self.held -= self.kept.pop(key)[2]
