@@ -37,6 +37,7 @@ from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol import modern
+from mcpwrap.protocol.identity import LOCAL, LOCAL_USER, Identity
 from mcpwrap.protocol.legacy import LegacySession, level_allows
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
                                         Revision)
@@ -65,6 +66,7 @@ class Context:
     log_level: str | None = None          # modern: from _meta; legacy: read from the session
     progress_token: str | int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    principal: str = LOCAL                # who sent it (identity.py): what it creates is bound to this
 
     @property
     def modern(self) -> bool:
@@ -122,8 +124,10 @@ def _answers(method: Callable[Concatenate[Core, P], list[Action]]) -> Callable[C
 
 class Core:
     def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
-                 clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500) -> None:
+                 clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500,
+                 identity: Identity = LOCAL_USER) -> None:
         self.config = config
+        self.identity = identity          # of every request this core receives (a session's, a POST's, stdio's)
         self.session = LegacySession()
         self.keyring_source = keyring_source
         self.clock = clock
@@ -150,8 +154,9 @@ class Core:
         if (self.config.prompts or any(r.uri_template for r in self.config.resources)) and rev.has(
                 "capability.completions"):
             caps["completions"] = {}
-        if rev.has("tasks.core"):
-            caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        if rev.has("tasks.core"):   # tasks.list only where requestors are told apart (2025-11-25 tasks, security)
+            caps["tasks"] = {**({"list": {}} if self.identity.identified else {}), "cancel": {},
+                             "requests": {"tools": {"call": {}}}}
         if rev.modern:
             caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
@@ -241,7 +246,7 @@ class Core:
             else:
                 ctx = Context(request.id, request.method, self.session.rev,
                               self.session.client_capabilities, params=request.params,
-                              progress_token=_progress_token(request.params))
+                              progress_token=_progress_token(request.params), principal=self.identity.principal)
                 actions = self._legacy(ctx)
         except ProtocolError as error:
             actions = [Send(self._error_message(request.id, error, MODERN if is_modern else self.session.rev))]
@@ -252,7 +257,7 @@ class Core:
     def _modern_context(self, request: Request) -> Context:
         meta = modern.read_meta(request.params)
         return Context(request.id, request.method, meta.rev, meta.capabilities, meta.log_level,
-                       meta.progress_token, request.params)
+                       meta.progress_token, request.params, self.identity.principal)
 
     def _legacy(self, ctx: Context) -> list[Action]:
         self.session.admit(ctx.method)
@@ -644,6 +649,9 @@ class Core:
                 raise invalid_params("tasks/update needs an 'inputResponses' object")
             self.inflight[ctx.id] = ctx
             return [TaskOp(ctx, ctx.method.split("/")[1], task_id=task_id)]
+        if not self.identity.identified:
+            raise ProtocolError(-32601, "Method not found: tasks/list (requestors of this server cannot be told "
+                                "apart, so it lists no tasks; see tasks.list in its capabilities)")
         cursor = ctx.params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise invalid_params("Invalid cursor")
