@@ -963,9 +963,10 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
                 nursery.start_soon(watch.poll, run)
                 await nursery.start(watch.signals, run)
                 try:
+                    kept_by = Spool(store.root.parent / "output", kept.quota, kept.ttl_s,
+                                    owner=record.principal or identity.LOCAL)   # read back by its creator only
                     result = await runner.run(tool, record.arguments, on_stderr=watch.log,
-                                              on_progress=watch.progress,
-                                              spool=Spool(store.root.parent / "output", kept.quota, kept.ttl_s))
+                                              on_progress=watch.progress, spool=kept_by)
                 except runner.ArgumentError as exc:
                     result = error_result(f"{exc}; nothing ran")
             nursery.cancel_scope.cancel()

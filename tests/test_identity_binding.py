@@ -263,3 +263,29 @@ def test_old_records_and_indexes_stay_readable(tmp_path: Path) -> None:
     (store.root / tasks.INDEX).unlink()
     assert [r.task_id for r in store.page(None, 10, identity.LOCAL)[0]] == [record.task_id]
     assert store.get(record.task_id, identity.LOCAL).principal is None
+
+
+# --- output kept in the spool ----------------------------------------------------------------
+LOUD = """
+[tools.loud]
+description = "Writes more than it may return"
+command = ["sh", "-c", "i=0; while [ $i -lt 400 ]; do echo line-$i; i=$((i+1)); done"]
+max_output = "1KiB"
+"""
+
+
+def test_kept_output_answers_only_to_the_token_whose_call_made_it(tmp_path: Path) -> None:
+    tools, tokens = tmp_path / "loud.toml", tmp_path / "tokens"
+    tools.write_text(LOUD)
+    tokens.write_text(f"{TOKEN_A}\n{TOKEN_B}\n")
+    tokens.chmod(0o600)
+    with HttpServer(tools, tmp_path, "--token-file", str(tokens)) as server:
+        alice, bob = Client(server, TOKEN_A), Client(server, TOKEN_B)
+        result = alice.modern("tools/call", {"name": "loud", "arguments": {}}).final["result"]
+        uri = next(b["uri"] for b in result["content"] if b.get("type") == "resource_link" and "stdout" in b["uri"])
+        unknown = uri.replace(uri.split("/")[3], "0" * 32)
+        assert "line-399" in alice.modern("resources/read", {"uri": uri}).final["result"]["contents"][0]["text"]
+        theirs, none = (bob.modern("resources/read", {"uri": u}) for u in (uri, unknown))
+        assert "error" in none.final
+        assert (theirs.status, _error(theirs)["code"], _error(theirs)["message"]) == (
+            none.status, _error(none)["code"], _error(none)["message"])

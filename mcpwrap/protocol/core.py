@@ -19,6 +19,11 @@ task) starts, so one accepted confirmation authorises one run; a replay is
 -32602. Each `StartTimer` is matched by a `CancelTimer` when its question ends
 before the timer fires.
 
+A core serves one `Identity` (`identity.py`; stdio's local user by default): every
+request's `Context` carries its principal, to which the tasks it creates and the
+`requestState` it is given are bound; where requestors cannot be told apart,
+`tasks.list` is neither declared nor served.
+
 The modules of calls, questions, content, tasks and the secret are imported where they are used:
 the first answers (`initialize`, `ping`, the tool list), which the front gives while trio loads,
 need none of them.
