@@ -32,7 +32,7 @@ import pytest
 
 from mcpwrap import tasks
 from mcpwrap.protocol.tasking import TaskLookupError
-from tests.harness import MODERN, modern_meta, until
+from tests.harness import MODERN, Server, modern_meta, until
 from tests.httpharness import Answer, HttpServer, modern_headers
 
 TOOLS = Path(__file__).parent / "fixtures" / "http.toml"
@@ -195,6 +195,12 @@ def _legacy_caps(server: HttpServer, headers: dict[str, str] | None = None) -> d
 
 
 def test_tasks_list_is_declared_only_where_requestors_are_told_apart(tmp_path: Path) -> None:
+    """Over stdio the one client is the user who owns the store: it keeps tasks.list (see README)."""
+    stdio = Server(TOOLS, tmp_path)
+    try:
+        assert stdio.initialize(LEGACY)["result"]["capabilities"]["tasks"]["list"] == {}
+    finally:
+        stdio.close()
     with HttpServer(TOOLS, tmp_path) as server:                         # loopback, no token file
         assert "list" not in _legacy_caps(server)["tasks"]
         server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
