@@ -295,3 +295,20 @@ def test_kept_output_answers_only_to_the_token_whose_call_made_it(tmp_path: Path
         assert "error" in none.final
         assert (theirs.status, _error(theirs)["code"], _error(theirs)["message"]) == (
             none.status, _error(none)["code"], _error(none)["message"])
+
+
+def test_a_page_of_ones_own_tasks_opens_no_one_elses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tasks/list still costs the page: another principal's entries are skipped by the index alone."""
+    from mcpwrap.protocol import identity
+
+    a, b = identity.bearer(TOKEN_A.encode()).principal, identity.bearer(TOKEN_B.encode()).principal
+    store = tasks.Store(tmp_path / "store")
+    made = {p: [store.create(tool="t", arguments={}, ttl_ms=60_000, poll_ms=100, tools_file=Path("/x/tools.toml"),
+                             digest="0" * 64, snapshot=None, key=b"k" * 32, principal=p).task_id
+                for _ in range(count)] for p, count in ((a, 40), (b, 2))}
+    opened: list[str] = []
+    read = store.read
+    monkeypatch.setattr(store, "read", lambda task_id: (opened.append(task_id), read(task_id))[1])
+    page, cursor = store.page(None, 10, b)
+    assert [r.task_id for r in page] == made[b] and cursor is None
+    assert opened == made[b]
