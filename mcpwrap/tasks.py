@@ -23,7 +23,8 @@ crash can disagree with. The records stay the truth: the record is written
 (durably) before its entry is appended (under an flock on the store
 directory, not synced), and a collection pass re-adds a record the index
 misses and drops entries whose record is gone; a store written before the
-index existed gets one on first use.
+index existed (or before `index.2`) gets one on first use, and a creator whose
+record such a build already indexed does not append it again.
 
 Collection: `gc` removes expired tasks, rewrites the index and clears stale
 leftovers. Nothing on a request path runs it: each server's forker (below)
@@ -276,6 +277,8 @@ class Store:
                 if size % ENTRY:              # a torn entry from a crash: every later one would be misaligned
                     size -= size % ENTRY
                     os.ftruncate(fd, size)
+                if _indexed(fd, size, record):
+                    return                    # another process built the index after this record was written
                 last = _parse_entry(os.pread(fd, ENTRY, size - ENTRY)) if size else None
                 key = max(int(record.created_at * 1_000_000), last[0] + 1 if last else 0)
                 os.pwrite(fd, _entry(key, record), size)
@@ -606,6 +609,18 @@ class Store:
             return self.gc(GC_BUDGET)
         finally:
             os.close(fd)
+
+
+def _indexed(fd: int, size: int, record: TaskRecord) -> bool:
+    """Whether the index already holds the record. Keys only increase and none is below its
+    creator's creation time, so its entry can only be in the tail keyed at or after the record's
+    creation: the entries of tasks created since, a handful, are all this reads."""
+    floor, position = int(record.created_at * 1_000_000), size // ENTRY - 1
+    while position >= 0 and (entry := _parse_entry(os.pread(fd, ENTRY, position * ENTRY))) and entry[0] >= floor:
+        if entry[3] == record.task_id:
+            return True
+        position -= 1
+    return False
 
 
 def _tag(principal: str | None) -> int:

@@ -128,8 +128,8 @@ def test_legacy_tasks_answer_only_to_their_creator(pair: tuple[Client, Client], 
     assert result["content"][0]["text"].strip() == "done"
 
 
-def test_tasks_list_pages_show_only_the_callers_tasks(pair: tuple[Client, Client], tmp_path: Path) -> None:
-    """Interleaved creations: each caller's pages hold its own tasks, in order, and none of the other's."""
+def test_tasks_list_shows_only_the_callers_tasks(pair: tuple[Client, Client], tmp_path: Path) -> None:
+    """Interleaved creations: each caller's list holds its own tasks, in order, and none of the other's."""
     alice, bob = pair
     alice.initialize()
     bob.initialize()
@@ -312,3 +312,26 @@ def test_a_page_of_ones_own_tasks_opens_no_one_elses(tmp_path: Path, monkeypatch
     page, cursor = store.page(None, 10, b)
     assert [r.task_id for r in page] == made[b] and cursor is None
     assert opened == made[b]
+
+
+def test_an_index_built_while_a_task_is_being_created_lists_it_once(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose index is (re)built — first use after an upgrade, or a collection pass — while a
+    creator is between writing its record and appending its entry: the task is listed once."""
+    store = tasks.Store(tmp_path / "store")
+
+    def create() -> str:
+        return store.create(tool="t", arguments={}, ttl_ms=60_000, poll_ms=100, tools_file=Path("/x/tools.toml"),
+                            digest="0" * 64, snapshot=None, key=b"k" * 32).task_id
+
+    first = create()
+    (store.root / tasks.INDEX).unlink()           # an index of the earlier format, or none yet
+    append = store._append
+
+    def raced(record: Any) -> None:
+        tasks.Store(store.root).records()         # another process reads the store: it builds the index
+        append(record)
+
+    monkeypatch.setattr(store, "_append", raced)
+    second = create()
+    assert [r.task_id for r in tasks.Store(store.root).records()] == [first, second]
