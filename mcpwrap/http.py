@@ -20,7 +20,10 @@ and its waiting room (`server.Admission`, fed by each POST body's size) across
 all clients; HTTP requests, sessions and bodies are bounded; Origin,
 Host, the bearer token and the client's `--rate` are checked before a body is
 read. TLS is hypercorn's (`--certfile`, `--keyfile`); it never stands in for
-authentication.
+authentication. Each request's bearer token is its identity (`protocol/identity.py`):
+a session answers only to the token that opened it (any other gets the 404 of an
+unknown session), and the core it reaches binds tasks and `requestState` to it.
+Without a token file nobody is told apart (`identity.ANONYMOUS`).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import trio
 from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
-from mcpwrap.protocol import binding
+from mcpwrap.protocol import binding, identity
 from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.legacy import State
@@ -383,9 +386,24 @@ class Hub:
         self.root = self.core(config)     # holds the tools as reloaded; answers nobody
         self.nursery: trio.Nursery | None = None
 
-    def core(self, config: config_module.Config | None = None) -> Core:
+    def core(self, config: config_module.Config | None = None,
+             who: identity.Identity = identity.ANONYMOUS) -> Core:
         return Core(config or self.root.config, self.secret, time.time, self.ledger.consume, budget=self.budget,
-                    completions=self.completions)
+                    completions=self.completions, identity=who)
+
+    def _identity(self, headers: dict[str, str]) -> identity.Identity:
+        """Who sent an admitted request: its bearer token's identity, or nobody told apart without a token file."""
+        if self.tokens is None:
+            return identity.ANONYMOUS
+        return identity.bearer(headers.get("authorization", "").partition(" ")[2].strip().encode("utf-8", "replace"))
+
+    def _session(self, headers: dict[str, str]) -> Session | None:
+        """The legacy session the request names, if the credential that opened it sent the request:
+        another's session does not exist for it (404, as an unknown id)."""
+        session = self.sessions.get(headers.get("mcp-session-id") or "")
+        if session is None or not identity.visible(session.core.identity.principal, self._identity(headers).principal):
+            return None
+        return session
 
     def driver(self, core: Core, nursery: trio.Nursery, router: Router) -> RoutedDriver:
         return RoutedDriver(core, self.options, nursery, router, limiters=self.limiters, admission=self.admission)
@@ -445,7 +463,7 @@ class Hub:
             return None
         session = headers.get("mcp-session-id")
         client = scope.get("client")
-        key = (("session", session) if session in self.sessions else
+        key = (("session", session) if self._session(headers) is not None else
                ("token", headers["authorization"]) if self.tokens is not None and "authorization" in headers else
                ("peer", client[0] if client else ""))
         wait = self.rates.take(key)
@@ -485,7 +503,7 @@ class Hub:
         if mismatch is not None:
             await _refuse(send, binding.Refusal(400, mismatch.message, mismatch.code), request.id)
             return
-        core, router = self.core(), Router()
+        core, router = self.core(who=self._identity(headers)), Router()
         stream = router.default = router.open([request])
         async with trio.open_nursery() as nursery:
             driver = self.driver(core, nursery, router)
@@ -518,12 +536,12 @@ class Hub:
                 await _refuse(send, binding.Refusal(503, "too many sessions; try again later",
                                                     headers=(("retry-after", "5"),)))
                 return
-            session = await self._open_session()
+            session = await self._open_session(self._identity(headers))
         elif session_id is None:
             await _refuse(send, binding.Refusal(400, "Bad Request: Mcp-Session-Id header is required (send "
                                                 "initialize first), or use 2026-07-28 _meta"))
             return
-        elif (found := self.sessions.get(session_id)) is None:
+        elif (found := self._session(headers)) is None:
             await _refuse(send, binding.Refusal(404, "Not Found: unknown or expired session; initialize again"))
             return
         else:
@@ -556,8 +574,8 @@ class Hub:
             await _write(stream, Reply(send, stream.outbox, False, extra), nursery)
             nursery.cancel_scope.cancel()
 
-    async def _open_session(self) -> Session:
-        session = Session(secrets.token_urlsafe(32), self.core(), Router(), trio.CancelScope())
+    async def _open_session(self, who: identity.Identity) -> Session:
+        session = Session(secrets.token_urlsafe(32), self.core(who=who), Router(), trio.CancelScope())
         assert self.nursery is not None
         session.driver = await self.nursery.start(self._host_session, session)
         self.sessions[session.id] = session
@@ -585,7 +603,7 @@ class Hub:
 
     async def _get(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
         """The legacy session's own stream, for what belongs to no request (list changes, task status)."""
-        session = self.sessions.get(headers.get("mcp-session-id") or "")
+        session = self._session(headers)
         if session is None:
             status = 404 if "mcp-session-id" in headers else 405
             await _refuse(send, binding.Refusal(status, "GET opens a legacy session's stream: give its "
@@ -608,7 +626,7 @@ class Hub:
             session.last_used = time.monotonic()
 
     async def _delete(self, headers: dict[str, str], send: Send) -> None:
-        session = self.sessions.get(headers.get("mcp-session-id") or "")
+        session = self._session(headers)
         if session is None:
             await _refuse(send, binding.Refusal(404 if "mcp-session-id" in headers else 405,
                                                 "unknown or expired session"))

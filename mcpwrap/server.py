@@ -311,7 +311,7 @@ class Driver:
         config = self.core.config
         if self._spool is None or (self._spool.quota, self._spool.ttl_s) != (config.spool.quota, config.spool.ttl_s):
             self._spool = Spool.for_tools_file(self.options.state_dir, config.path, config.spool.quota,
-                                               config.spool.ttl_s)
+                                               config.spool.ttl_s, owner=self.core.identity.principal)
         return self._spool
 
     def perform(self, actions: list[Action]) -> None:

@@ -5,7 +5,9 @@ Contract:
 * Token: ``"v1." + B64(payload) + "." + B64(HMAC-SHA256(key, "v1." + B64(payload)))``
   where B64 is base64url without padding and payload is the canonical JSON
   (orjson, sorted keys) of the caller's claims plus ``exp`` (expiry, seconds
-  since the epoch) and a random ``nonce``. :func:`seal` makes one,
+  since the epoch) and a random ``nonce``; a non-empty ``bound`` (the
+  requestor's principal) is appended to the MAC input after a NUL and
+  travels nowhere. :func:`seal` makes one,
   :func:`unseal` checks one. The token is attacker-controlled input: ``unseal``
   parses strictly (canonical base64 only, so no two strings verify as the same
   token), compares MACs in constant time, and raises nothing but
@@ -259,8 +261,10 @@ def _unb64url(text: str) -> bytes:
     return data
 
 
-def _mac(key: bytes, signing_input: str) -> bytes:
-    return hmac.new(key, signing_input.encode("ascii"), hashlib.sha256).digest()
+def _mac(key: bytes, signing_input: str, bound: str) -> bytes:
+    """The MAC over the token's text and, after a NUL no token text holds, what it is `bound` to."""
+    extra = b"\0" + bound.encode() if bound else b""
+    return hmac.new(key, signing_input.encode("ascii") + extra, hashlib.sha256).digest()
 
 
 def digest(value: Any) -> str:
@@ -269,20 +273,23 @@ def digest(value: Any) -> str:
 
 
 def seal(
-    keyring: Keyring, claims: Mapping[str, Any], now: float, ttl_s: float = DEFAULT_STATE_TTL_S
+    keyring: Keyring, claims: Mapping[str, Any], now: float, ttl_s: float = DEFAULT_STATE_TTL_S,
+    bound: str = "",
 ) -> str:
-    """Sign ``claims`` for ``ttl_s`` seconds; 'exp' and 'nonce' are reserved."""
+    """Sign ``claims`` for ``ttl_s`` seconds; 'exp' and 'nonce' are reserved. The MAC also covers
+    ``bound`` (e.g. the requestor's principal), which the token does not carry: only an
+    :func:`unseal` given the same ``bound`` verifies it."""
     if "exp" in claims or "nonce" in claims:
         raise ValueError("'exp' and 'nonce' are reserved requestState claims")
     payload = {**claims, "exp": now + ttl_s, "nonce": secrets.token_urlsafe(16)}
     signing_input = _PREFIX + _b64url(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS))
-    token = signing_input + "." + _b64url(_mac(keyring.current, signing_input))
+    token = signing_input + "." + _b64url(_mac(keyring.current, signing_input, bound))
     if len(token) > MAX_TOKEN_CHARS:
         raise ValueError(f"requestState of {len(token)} chars exceeds {MAX_TOKEN_CHARS}")
     return token
 
 
-def _unseal(keyring: Keyring, token: str, now: float) -> Unsealed:
+def _unseal(keyring: Keyring, token: str, now: float, bound: str) -> Unsealed:
     if not isinstance(token, str):
         raise StateError("requestState is not a string")
     if len(token) > MAX_TOKEN_CHARS:
@@ -295,7 +302,7 @@ def _unseal(keyring: Keyring, token: str, now: float) -> Unsealed:
     signing_input = _PREFIX + payload_b64
     # Try every key, no early exit: how many keys exist is public, which one matched is not.
     keys = keyring.verifying_keys(now)
-    if not any([hmac.compare_digest(_mac(key, signing_input), mac) for key in keys]):
+    if not any([hmac.compare_digest(_mac(key, signing_input, bound), mac) for key in keys]):
         raise StateError("bad signature (tampered, or signed with another or expired key)")
     try:
         payload = orjson.loads(payload_raw)
@@ -311,10 +318,10 @@ def _unseal(keyring: Keyring, token: str, now: float) -> Unsealed:
     return Unsealed({k: v for k, v in payload.items() if k not in ("exp", "nonce")}, nonce, float(exp))
 
 
-def unseal(keyring: Keyring, token: str, now: float) -> Unsealed:
-    """Verify a token and return its claims; any failure at all is a StateError."""
+def unseal(keyring: Keyring, token: str, now: float, bound: str = "") -> Unsealed:
+    """Verify a token sealed with this ``bound`` and return its claims; any failure at all is a StateError."""
     try:
-        return _unseal(keyring, token, now)
+        return _unseal(keyring, token, now, bound)
     except StateError:
         raise
     except Exception as exc:  # the input is hostile: no other exception may escape

@@ -6,6 +6,9 @@ against a strict pattern before any path is built from it (it comes back from th
 client in a URI); `<stream>` is stdout or stderr. The directories are made 0700 and
 checked like the task store's; each file is created 0600 with O_EXCL and every file
 read back is opened with `durable.open_private` (ours, regular, not a symlink).
+A Spool serves one principal (`protocol/identity.py`): another's `<call>` is
+kept under a name derived from the principal and the call (`Spool.file`), so a
+URI of one credential's call names nothing for any other ("not found").
 
 Bounds: the files of one tools file share a quota (bytes); a writer that needs room
 evicts the oldest files first (by mtime, its own open files excepted), and a
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpwrap.durable import open_private, private_tree
+from mcpwrap.protocol.identity import LOCAL
 
 STREAMS = ("stdout", "stderr")
 CALL_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -54,7 +58,7 @@ class Sink:
     """One stream being kept: `write` until it returns False (the quota could not hold it), then `close`."""
 
     def __init__(self, spool: Spool, call: str, stream: str) -> None:
-        self.spool, self.name = spool, f"{call}.{stream}"
+        self.spool, self.name = spool, spool.file(call, stream)
         self.uri = output_uri(call, stream)
         self.size = 0
         self.fd: int | None = spool.create(self.name)
@@ -86,17 +90,27 @@ class Sink:
 
 
 class Spool:
-    def __init__(self, root: Path, quota: int, ttl_s: float, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, root: Path, quota: int, ttl_s: float, clock: Callable[[], float] = time.time,
+                 owner: str = LOCAL) -> None:
         self.root, self.quota, self.ttl_s, self.clock = Path(root).absolute(), quota, ttl_s, clock
+        self.owner = owner                 # the principal whose calls this spool keeps and reads
         self.used: int | None = None       # bytes in the directory, as last counted plus what we wrote since
         self.active: set[str] = set()      # files this process is writing: never evicted
         self.lock = threading.Lock()       # calls write from worker threads, concurrently
         self._checked = False
 
     @classmethod
-    def for_tools_file(cls, state_dir: Path | str, tools_file: Path | str, quota: int, ttl_s: float) -> Spool:
+    def for_tools_file(cls, state_dir: Path | str, tools_file: Path | str, quota: int, ttl_s: float,
+                       owner: str = LOCAL) -> Spool:
         digest = hashlib.sha256(str(Path(tools_file).resolve()).encode()).hexdigest()[:16]
-        return cls(Path(state_dir) / digest / "output", quota, ttl_s)
+        return cls(Path(state_dir) / digest / "output", quota, ttl_s, owner=owner)
+
+    def file(self, call: str, stream: str) -> str:
+        """The file that keeps `stream` of this owner's `call`: named by the call for the local user,
+        by a digest of the owner and the call for anyone else (the same pattern, so one quota)."""
+        if self.owner != LOCAL:
+            call = hashlib.sha256(f"{self.owner}\0{call}".encode()).hexdigest()[:32]
+        return f"{call}.{stream}"
 
     @property
     def enabled(self) -> bool:
@@ -176,13 +190,14 @@ class Spool:
         """Bytes [offset, offset+length) of a kept stream; None when unknown, evicted or expired."""
         if not (self.enabled and valid(call, stream) and self._ready(create=False)):
             return None
+        name = self.file(call, stream)
         try:
-            fd = open_private(self.root / f"{call}.{stream}")
+            fd = open_private(self.root / name)
         except FileNotFoundError:
             return None
         try:
             st = os.fstat(fd)
-            if st.st_mtime < self.clock() - self.ttl_s and f"{call}.{stream}" not in self.active:
+            if st.st_mtime < self.clock() - self.ttl_s and name not in self.active:
                 return None
             return Page(os.pread(fd, length, offset) if offset < st.st_size else b"", offset, st.st_size)
         finally:

@@ -11,19 +11,20 @@ Ids are `tasking.new_id()` (128 random bits, never a leading `-`) and are
 matched against a strict pattern before any path is built from them: they
 come from the client. `tasks/get` opens one record.
 
-Index: `index` lists the tasks in creation order, one fixed-width line each
-(key, expiry, id; `ENTRY` bytes), so `tasks/list` pages cost the page: a
-cursor names the last entry shown (key, position, id), the next page starts
-right after it (a binary search on the increasing keys when a rewrite moved
-it), and only the records shown are opened; expired entries are skipped by
-the index alone. Chosen over the alternatives: a directory listing costs the
+Index: `index.2` lists the tasks in creation order, one fixed-width line each
+(key, expiry, a 32-bit tag of the creator's principal, id; `ENTRY` bytes), so
+`tasks/list` pages cost the page: a cursor names the last entry shown (key,
+position, id), the next page starts right after it (a binary search on the
+increasing keys when a rewrite moved it), and only the records shown are
+opened; expired entries and other principals' are skipped by the index alone. Chosen over the alternatives: a directory listing costs the
 store on every page, id prefixes ordered by time would change the id format
 clients and the CLI already hold, SQLite is a second source of truth that a
 crash can disagree with. The records stay the truth: the record is written
 (durably) before its entry is appended (under an flock on the store
 directory, not synced), and a collection pass re-adds a record the index
 misses and drops entries whose record is gone; a store written before the
-index existed gets one on first use.
+index existed (or before `index.2`) gets one on first use, and a creator whose
+record such a build already indexed does not append it again.
 
 Collection: `gc` removes expired tasks, rewrites the index and clears stale
 leftovers. Nothing on a request path runs it: each server's forker (below)
@@ -40,6 +41,10 @@ failed check is an `UnsafePathError` naming the path and the fix. A record's
 creation fields (`SIGNED`) carry an HMAC-SHA256 under the shared secret's
 current key; the supervisor checks it (current or still-valid previous keys)
 before it runs anything, so a record swapped or forged on disk runs nothing.
+Each record names the principal that created it (`protocol/identity.py`, a
+digest, never a token; MAC-bound too): `get`, `cancel` and `page` given a
+principal treat another's task exactly as an unknown id. The CLI passes none:
+it acts as the local user, who owns the store and sees every task in it.
 
 Ceiling: `create_task` takes a running slot first: STORE/running/<id>, an
 flock held by the task's supervisor for its life (the creator's locked fd is
@@ -98,7 +103,7 @@ from mcpwrap import signing
 from mcpwrap import forker
 from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
 from mcpwrap.forker import store_root
-from mcpwrap.protocol import tasking
+from mcpwrap.protocol import identity, tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
     CREATED_MESSAGE,
@@ -127,8 +132,9 @@ GC_INTERVAL_S = 60.0         # the forker's collection pass, at most this often 
 GC_BUDGET = 1000             # expired tasks one pass removes at most
 STALE_FILE_S = 3600.0        # leftover temp/lock/log files older than this go
 STALE_ENTRY_S = 60.0         # an index entry without a record (or a record without one) this old is repaired
-INDEX = "index"              # the creation-ordered index of the store (see Store.page)
-ENTRY = 54                   # bytes per index entry
+INDEX = "index.2"            # the creation-ordered index of the store (see Store.page)
+ENTRY = 63                   # bytes per index entry
+OLD_INDEX = "index"          # the index before principals (no owner tag): a collection pass removes it
 GC_MARKER = ".gc"            # its mtime: the last collection pass; its flock: one pass at a time
 LOG_CAP = 1024 * 1024        # bytes of command stderr kept in <id>.log
 MAX_RUNNING = 16             # tasks running at once per store (`--max-tasks`)
@@ -154,7 +160,12 @@ def process_start(pid: int, zombies: bool = False) -> int | None:
 
 
 def record_mac(record: TaskRecord, key: bytes) -> str:
-    body = orjson.dumps({name: getattr(record, name) for name in SIGNED}, option=orjson.OPT_SORT_KEYS)
+    """The MAC over `SIGNED` and the creator's principal (absent from records written before
+    principals, which keep the MAC they were written with)."""
+    signed = {name: getattr(record, name) for name in SIGNED}
+    if record.principal is not None:
+        signed["principal"] = record.principal
+    body = orjson.dumps(signed, option=orjson.OPT_SORT_KEYS)
     return hmac.new(key, _MAC_CONTEXT + body, hashlib.sha256).hexdigest()
 
 
@@ -221,14 +232,14 @@ class Store:
 
     def create(self, *, tool: str, arguments: Mapping[str, Any], ttl_ms: int, poll_ms: int,
                tools_file: Path, digest: str, snapshot: str | None, key: bytes,
-               task_id: str | None = None) -> TaskRecord:
-        """Write a new record, MAC'd with `key` (the secret's current key)."""
+               task_id: str | None = None, principal: str = identity.LOCAL) -> TaskRecord:
+        """Write a new record for `principal`, MAC'd with `key` (the secret's current key)."""
         self.ready(create=True)
         now = self.clock()
         record = TaskRecord(task_id=task_id or new_id(), status="working", tool=tool,
                             arguments=dict(arguments), created_at=now, updated_at=now, ttl_ms=ttl_ms,
                             poll_ms=poll_ms, tools_file=str(Path(tools_file).resolve()), digest=digest,
-                            status_message=CREATED_MESSAGE, snapshot=snapshot)
+                            status_message=CREATED_MESSAGE, snapshot=snapshot, principal=principal)
         record = replace(record, mac=record_mac(record, key))
         write_atomic(self.path(record.task_id), _encode(record), exclusive=True)
         try:
@@ -266,6 +277,8 @@ class Store:
                 if size % ENTRY:              # a torn entry from a crash: every later one would be misaligned
                     size -= size % ENTRY
                     os.ftruncate(fd, size)
+                if _indexed(fd, size, record):
+                    return                    # another process built the index after this record was written
                 last = _parse_entry(os.pread(fd, ENTRY, size - ENTRY)) if size else None
                 key = max(int(record.created_at * 1_000_000), last[0] + 1 if last else 0)
                 os.pwrite(fd, _entry(key, record), size)
@@ -302,8 +315,8 @@ class Store:
             return self.read(task_id)
         return None
 
-    def _entries(self, fd: int, start: int) -> Iterator[tuple[int, int, int, str]]:
-        """(position, key, expiry in ms, id) from entry `start` on, read a few pages at a time."""
+    def _entries(self, fd: int, start: int) -> Iterator[tuple[int, int, int, int, str]]:
+        """(position, key, expiry in ms, owner tag, id) from entry `start` on, a few pages at a time."""
         position = start
         while chunk := os.pread(fd, ENTRY * 64, position * ENTRY):
             for offset in range(0, len(chunk) - ENTRY + 1, ENTRY):
@@ -319,7 +332,7 @@ class Store:
         `position` unless a rewrite moved it, else by binary search (keys only increase)."""
         low, high = 0, os.fstat(fd).st_size // ENTRY
         at = _parse_entry(os.pread(fd, ENTRY, position * ENTRY)) if position < high else None
-        if at is not None and at[0] == key and at[2] == task_id:
+        if at is not None and at[0] == key and at[3] == task_id:
             return position + 1
         while low < high:
             middle = (low + high) // 2
@@ -404,9 +417,10 @@ class Store:
         return self.update(task_id, lambda r: replace(r, status=status, status_message=message,
                                                       result=result, error=error))
 
-    def cancel(self, task_id: str) -> TaskRecord:
-        """Mark cancelled (the supervisor stops the command); TaskTerminalError if already finished."""
-        self.get(task_id)                 # unknown, expired, or a dead supervisor's (then failed)
+    def cancel(self, task_id: str, principal: str | None = None) -> TaskRecord:
+        """Mark cancelled (the supervisor stops the command); TaskTerminalError if already finished.
+        `principal` as for `get`."""
+        self.get(task_id, principal)      # unknown, another's, expired, or a dead supervisor's (then failed)
         applied: list[bool] = []
 
         def change(current: TaskRecord) -> TaskRecord:
@@ -420,10 +434,11 @@ class Store:
             raise TaskTerminalError(record)
         return record
 
-    def get(self, task_id: str) -> TaskRecord:
-        """The record for a requestor: expired is gone, a dead supervisor's task is failed."""
+    def get(self, task_id: str, principal: str | None = None) -> TaskRecord:
+        """The record for a requestor: another principal's task is not found (exactly as an unknown
+        id), expired is gone, a dead supervisor's task is failed. `principal` None: any (the CLI)."""
         record = self.read(task_id)
-        if record is None:
+        if record is None or not identity.visible(record.principal, principal):
             raise TaskLookupError()
         if self.clock() >= record.expires_at:
             self.remove(task_id)
@@ -448,11 +463,13 @@ class Store:
             kill_leftovers(record.task_id)
         return marked or record
 
-    def page(self, cursor: str | None, size: int) -> tuple[list[TaskRecord], str | None]:
-        """Up to `size` live tasks after `cursor`, oldest first, and the cursor of the next page
-        (None: no live task follows). Costs the page, not the store: the index is read from
-        where the cursor points, and only the records shown (plus the one that proves there
-        is a next page) are opened."""
+    def page(self, cursor: str | None, size: int,
+             principal: str | None = None) -> tuple[list[TaskRecord], str | None]:
+        """Up to `size` live tasks of `principal` (None: of anyone) after `cursor`, oldest first,
+        and the cursor of the next page (None: no live task of theirs follows). Costs the page,
+        not the store: the index is read from where the cursor points, each entry's owner tag
+        skips other principals' tasks unopened, and only the records shown (plus the one that
+        proves there is a next page) are opened."""
         after = tasking.decode_cursor(cursor) if cursor is not None else None   # -32602 before any I/O
         chosen: list[TaskRecord] = []
         try:
@@ -461,7 +478,7 @@ class Store:
             return [], None
         try:
             last: tuple[int, int] = (0, 0)
-            for position, key, record in self._live(fd, self._resume(fd, *after) if after else 0):
+            for position, key, record in self._live(fd, self._resume(fd, *after) if after else 0, principal):
                 if len(chosen) == max(1, size):
                     return chosen, tasking.encode_cursor(last[1], last[0], chosen[-1].task_id)
                 chosen.append(record)
@@ -470,14 +487,17 @@ class Store:
             os.close(fd)
         return chosen, None
 
-    def _live(self, fd: int, start: int) -> Iterator[tuple[int, int, TaskRecord]]:
-        """(position, key, record) of each task from entry `start` on that has neither expired
-        (by the index alone) nor gone; a dead supervisor's task is reported failed on the way."""
-        for position, key, expires_ms, task_id in self._entries(fd, start):
-            if expires_ms <= self.clock() * 1000:
+    def _live(self, fd: int, start: int, principal: str | None = None) -> Iterator[tuple[int, int, TaskRecord]]:
+        """(position, key, record) of each task of `principal` (None: anyone's) from entry `start`
+        on that has neither expired (by the index alone) nor gone; a dead supervisor's task is
+        reported failed on the way. Another's task is skipped by its entry's tag, unopened (a tag
+        that collides is caught by `get`)."""
+        wanted = None if principal is None else _tag(principal)
+        for position, key, expires_ms, tag, task_id in self._entries(fd, start):
+            if expires_ms <= self.clock() * 1000 or wanted not in (None, tag):
                 continue
             with contextlib.suppress(TaskLookupError, ValueError, OSError):
-                yield position, key, self.get(task_id)
+                yield position, key, self.get(task_id, principal)
 
     def records(self) -> list[TaskRecord]:
         """Every live task, oldest first."""
@@ -521,7 +541,7 @@ class Store:
             return 0
         try:
             now_ms = self.clock() * 1000
-            expired = [task_id for _, _, expires_ms, task_id in self._entries(fd, 0) if expires_ms <= now_ms]
+            expired = [task_id for _, _, expires_ms, _, task_id in self._entries(fd, 0) if expires_ms <= now_ms]
         finally:
             os.close(fd)
         removed = 0
@@ -544,7 +564,7 @@ class Store:
                     stored.add(stem)
                     if entry.stat().st_mtime >= young:
                         recent.add(stem)
-                elif name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
+                elif (name.endswith(".tmp") and entry.stat().st_mtime < cutoff) or name == OLD_INDEX:
                     os.unlink(entry.path)
         for entry in os.scandir(self.root):       # lock and log files of tasks that are gone
             stem = entry.name.rsplit(".", 1)[0]
@@ -560,11 +580,11 @@ class Store:
                 os.close(fd)
             indexed = {task_id for *_, task_id in entries}
             young_key = int(young * 1_000_000)
-            kept = [raw[p * ENTRY:(p + 1) * ENTRY] for p, key, _, task_id in entries
+            kept = [raw[p * ENTRY:(p + 1) * ENTRY] for p, key, _, _, task_id in entries
                     if task_id in stored or (key >= young_key and task_id not in expired)]
             missed = sorted((r for i in stored - indexed - recent if (r := self._readable(i)) is not None),
                             key=lambda r: (r.created_at, r.task_id))
-            key = max((k for _, k, _, _ in entries), default=0)
+            key = max((k for _, k, *_ in entries), default=0)
             for record in missed:
                 key += 1
                 kept.append(_entry(key, record))
@@ -591,20 +611,38 @@ class Store:
             os.close(fd)
 
 
+def _indexed(fd: int, size: int, record: TaskRecord) -> bool:
+    """Whether the index already holds the record. Keys only increase and none is below its
+    creator's creation time, so its entry can only be in the tail keyed at or after the record's
+    creation: the entries of tasks created since, a handful, are all this reads."""
+    floor, position = int(record.created_at * 1_000_000), size // ENTRY - 1
+    while position >= 0 and (entry := _parse_entry(os.pread(fd, ENTRY, position * ENTRY))) and entry[0] >= floor:
+        if entry[3] == record.task_id:
+            return True
+        position -= 1
+    return False
+
+
+def _tag(principal: str | None) -> int:
+    """32 bits that tell most principals' index entries apart without opening their records."""
+    return int.from_bytes(hashlib.sha256((principal or identity.LOCAL).encode()).digest()[:4], "big")
+
+
 def _entry(key: int, record: TaskRecord) -> bytes:
-    """One index line, ENTRY bytes: creation key (µs, unique, increasing), expiry (ms), id."""
-    return f"{key:016x} {int(record.expires_at * 1000):012x} {record.task_id:<23}\n".encode()
+    """One index line, ENTRY bytes: creation key (µs, unique, increasing), expiry (ms), owner tag, id."""
+    return f"{key:016x} {int(record.expires_at * 1000):012x} {_tag(record.principal):08x} {record.task_id:<23}\n".encode()
 
 
-def _parse_entry(raw: bytes) -> tuple[int, int, str] | None:
-    """(key, expiry in ms, id), or None for anything that is not a whole, well-formed entry."""
+def _parse_entry(raw: bytes) -> tuple[int, int, int, str] | None:
+    """(key, expiry in ms, owner tag, id), or None for anything that is not a whole, well-formed entry."""
     if len(raw) != ENTRY or raw[-1:] != b"\n":
         return None
     try:
-        key, expires_ms, task_id = int(raw[:16], 16), int(raw[17:29], 16), raw[30:53].decode().rstrip(" ")
+        key, expires_ms, tag = int(raw[:16], 16), int(raw[17:29], 16), int(raw[30:38], 16)
+        task_id = raw[39:62].decode().rstrip(" ")
     except (ValueError, UnicodeDecodeError):
         return None
-    return (key, expires_ms, task_id) if valid_id(task_id) else None
+    return (key, expires_ms, tag, task_id) if valid_id(task_id) else None
 
 
 def _summary(result: Mapping[str, Any]) -> str:
@@ -650,7 +688,7 @@ def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -
 
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
                 arguments: Mapping[str, Any], ttl_ms: int, keyring: signing.Keyring, secret_file: Path,
-                max_running: int = MAX_RUNNING) -> TaskRecord:
+                max_running: int = MAX_RUNNING, principal: str = identity.LOCAL) -> TaskRecord:
     """Take a running slot (TooManyTasks past `max_running`), write the signed record, and hand
     it to a supervisor, which claims it: the store's forker if `forker.prewarm` started one, else a
     fresh interpreter. Returns once the record is durable; nothing else is waited for."""
@@ -660,7 +698,7 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
         record = store.create(tool=tool.name, arguments=arguments, ttl_ms=ttl_ms,
                               poll_ms=max(1, int(tool.task_poll_s * 1000)), tools_file=Path(config.path),
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
-                              task_id=task_id)
+                              task_id=task_id, principal=principal)
         try:
             running = forker.running(store.root, Path(secret_file).absolute())
             if running is None or not running.fork(task_id, slot):
@@ -765,20 +803,20 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
             tool, ttl_ms = op.tool, tasking.requested_ttl_ms(ctx.params, op.tool)
             record = await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
                 store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,
-                max_running))
+                max_running, ctx.principal))
             return core.task_created(ctx, record)
         if op.op == "list":
-            chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size)
+            chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size, ctx.principal)
             return core.task_page(ctx, chosen, next_cursor)
-        task_id = op.task_id or ""
-        record = await trio.to_thread.run_sync(store.get, task_id)
+        task_id, principal = op.task_id or "", ctx.principal   # another's task is not found, as an unknown id
+        record = await trio.to_thread.run_sync(store.get, task_id, principal)
         if op.op == "get":
             return core.task_status(ctx, record)
         if op.op == "update":
             return core.task_updated(ctx)
         if op.op == "cancel":
             try:
-                return core.task_cancelled(ctx, await trio.to_thread.run_sync(store.cancel, task_id), False)
+                return core.task_cancelled(ctx, await trio.to_thread.run_sync(store.cancel, task_id, principal), False)
             except TaskTerminalError as exc:
                 return core.task_cancelled(ctx, exc.record, True)
         if op.op == "result":
@@ -786,7 +824,7 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
                 if not core.task_waiting(ctx):
                     return []             # the client cancelled its tasks/result
                 await trio.sleep(RESULT_POLL_S)
-                record = await trio.to_thread.run_sync(store.get, task_id)
+                record = await trio.to_thread.run_sync(store.get, task_id, principal)
             return core.task_payload(ctx, record)
     except TaskLookupError as exc:
         raise tasking.lookup_error(exc) from None
@@ -940,9 +978,10 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
                 nursery.start_soon(watch.poll, run)
                 await nursery.start(watch.signals, run)
                 try:
+                    kept_by = Spool(store.root.parent / "output", kept.quota, kept.ttl_s,
+                                    owner=record.principal or identity.LOCAL)   # read back by its creator only
                     result = await runner.run(tool, record.arguments, on_stderr=watch.log,
-                                              on_progress=watch.progress,
-                                              spool=Spool(store.root.parent / "output", kept.quota, kept.ttl_s))
+                                              on_progress=watch.progress, spool=kept_by)
                 except runner.ArgumentError as exc:
                     result = error_result(f"{exc}; nothing ran")
             nursery.cancel_scope.cancel()

@@ -10,7 +10,9 @@ asked only where the revision has multi-select. Legacy peers get it as an
 `elicitation/create` request; modern peers get `input_required` with a
 `requestState` sealed by `signing`, which binds the method, the tool, a
 digest of the arguments, the tools-file digest, the round, the answers
-gathered so far and an expiry, so any process sharing the secret can resume.
+gathered so far and an expiry, so any process sharing the secret can resume,
+and the requestor's principal (in the MAC only, never in the token): a state
+retried by another credential fails verification as a tampered one does.
 A resumed call carries its state's nonce and expiry (`Pending.state`): the
 core consumes them when the call is about to start, so one accepted state
 authorises one run.
@@ -184,7 +186,7 @@ def seal_state(pending: Pending, question: Question, config: Config, keyring: si
     claims = {"v": STATE_VERSION, "m": "tools/call", "t": pending.tool.name,
               "a": signing.digest(pending.original), "c": config.digest, "r": pending.round,
               "g": pending.arguments, "k": pending.confirmed, "q": question.key}
-    return signing.seal(keyring, claims, now)
+    return signing.seal(keyring, claims, now, bound=pending.ctx.principal)
 
 
 def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.Keyring, now: float,
@@ -201,7 +203,7 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.
     if not isinstance(state, str):
         raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState is not a string")
     try:
-        unsealed = signing.unseal(keyring, state, now)
+        unsealed = signing.unseal(keyring, state, now, bound=ctx.principal)   # another's: a bad signature
     except signing.StateError as exc:
         raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
     claims = unsealed.claims

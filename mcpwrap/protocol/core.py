@@ -24,6 +24,11 @@ before the timer fires. A `complete` command runs once for all the requests that
 ask for it meanwhile (`completing`), and its output answers from the shared
 `CompletionCache` for a few seconds after: completions are rate limited.
 
+A core serves one `Identity` (`identity.py`; stdio's local user by default): every
+request's `Context` carries its principal, to which the tasks it creates and the
+`requestState` it is given are bound; where requestors cannot be told apart,
+`tasks.list` is neither declared nor served.
+
 The modules of calls, questions, content, tasks and the secret are imported where they are used:
 the first answers (`initialize`, `ping`, the tool list), which the front gives while trio loads,
 need none of them.
@@ -44,6 +49,7 @@ from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol import modern
+from mcpwrap.protocol.identity import LOCAL, LOCAL_USER, Identity
 from mcpwrap.protocol.legacy import HOLDS, Held, LegacySession, level_allows
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
                                         Revision, declared)
@@ -73,6 +79,7 @@ class Context:
     log_level: str | None = None          # modern: from _meta; legacy: read from the session
     progress_token: str | int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    principal: str = LOCAL                # who sent it (identity.py): what it creates is bound to this
 
     @property
     def modern(self) -> bool:
@@ -170,8 +177,10 @@ def _answers(method: Callable[Concatenate[Core, P], list[Action]]) -> Callable[C
 class Core:
     def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
                  clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500,
-                 budget: BatchBudget | None = None, completions: CompletionCache | None = None) -> None:
+                 budget: BatchBudget | None = None, completions: CompletionCache | None = None,
+                 identity: Identity = LOCAL_USER) -> None:
         self.config = config
+        self.identity = identity          # of every request this core receives (a session's, a POST's, stdio's)
         self.budget = budget or BatchBudget()
         self._completions = completions        # shared by a server's cores; made when first needed
         self.completing: dict[CompletionKey, _Run] = {}
@@ -202,8 +211,9 @@ class Core:
         if (self.config.prompts or any(r.uri_template for r in self.config.resources)) and rev.has(
                 "capability.completions"):
             caps["completions"] = {}
-        if rev.has("tasks.core"):
-            caps["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+        if rev.has("tasks.core"):   # tasks.list only where requestors are told apart (2025-11-25 tasks, security)
+            caps["tasks"] = {**({"list": {}} if self.identity.identified else {}), "cancel": {},
+                             "requests": {"tools": {"call": {}}}}
         if rev.modern:
             caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
@@ -333,7 +343,7 @@ class Core:
             else:
                 ctx = Context(request.id, request.method, self.session.rev,
                               self.session.client_capabilities, params=request.params,
-                              progress_token=_progress_token(request.params))
+                              progress_token=_progress_token(request.params), principal=self.identity.principal)
                 actions = self._legacy(ctx)
         except ProtocolError as error:
             actions = [Send(self._error_message(request.id, error, MODERN if is_modern else self.session.rev))]
@@ -344,7 +354,7 @@ class Core:
     def _modern_context(self, request: Request) -> Context:
         meta = modern.read_meta(request.params)
         return Context(request.id, request.method, meta.rev, meta.capabilities, meta.log_level,
-                       meta.progress_token, request.params)
+                       meta.progress_token, request.params, self.identity.principal)
 
     def _legacy(self, ctx: Context) -> list[Action]:
         self.session.admit(ctx.method)

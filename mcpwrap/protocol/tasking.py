@@ -76,6 +76,7 @@ class TaskRecord:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None   # {code, message}: failed without a tool result
     mac: str | None = None                # binds the creation fields to the creator's secret (tasks.py)
+    principal: str | None = None          # who created it (identity.py), MAC-bound; None: before principals
 
     @property
     def terminal(self) -> bool:
