@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcpwrap import config, jsonrpc, signing
@@ -281,6 +281,8 @@ def _check(core: Core, message: Any, out: list[dict[str, Any]]) -> None:
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scripts())
+@example(("2025-11-25", [{"jsonrpc": "2.0", "id": 1, "method": "resources/read",   # the hole the review found
+                          "params": {"uri": "mcpwrap://output/" + "a" * 32 + "/stdout?offset=²"}}], []))
 def test_receive_answers_every_request_without_an_internal_error(script: tuple[str, list[Any], list[Any]]) -> None:
     version, messages, answers = script
     core = Core(TOOLS, lambda: signing.Keyring(b"s" * 32), lambda: 1000.0, lambda *_: True, page_size=PAGE_SIZE)

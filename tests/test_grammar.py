@@ -79,8 +79,8 @@ def test_near_misses_are_refused(text: str) -> None:
 
 @given(texts, st.integers(1, 40))
 def test_ids_and_tokens(text: str, length: int) -> None:
-    assert grammar.hex_id(text, length) == (re.fullmatch("[0-9a-f]{%d}" % length, text) is not None)
-    assert grammar.token(text, 1, length) == (re.fullmatch("[A-Za-z0-9_-]{1,%d}" % length, text) is not None)
+    assert grammar.hex_id(text, length) == (re.fullmatch(f"[0-9a-f]{{{length}}}", text) is not None)
+    assert grammar.token(text, 1, length) == (re.fullmatch(f"[A-Za-z0-9_-]{{1,{length}}}", text) is not None)
 
 
 @given(st.lists(st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e).filter(lambda c: c != ":"),
