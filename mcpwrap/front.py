@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpwrap import config as config_module
 from mcpwrap import jsonrpc
-from mcpwrap.protocol.core import ConsumeOnce, Core, Send, Stderr
+from mcpwrap.protocol.core import ConsumeOnce, Core, Send, Stderr, unexpected
 
 if TYPE_CHECKING:
     import queue
@@ -208,6 +208,17 @@ def _encodable(message: dict[str, Any]) -> dict[str, Any]:
             "code": jsonrpc.INTERNAL_ERROR, "message": f"internal error: the answer could not be encoded ({exc})"}}
 
 
+def received(core: Core, line: bytes | None) -> list[Action]:
+    """The actions for one line read. `Core.receive` answers a bug it meets with -32603; should one
+    escape it anyway, it costs this line (the same answer, and a log line), never the server."""
+    message: jsonrpc.Message | None = None
+    try:
+        message = jsonrpc.decode_line(line)
+        return core.receive(message)
+    except Exception as exc:
+        return unexpected(message, exc)
+
+
 def trace_in(line: bytes | None) -> None:
     if tracing():
         log("mcpwrap <- " + (line or b"(oversized line)").decode("utf-8", "replace"), "debug")
@@ -271,7 +282,7 @@ class Front:
         while self.lines and not self.pending and len(self.output) < OUTBOX_BYTES:
             line = self.lines.popleft()
             trace_in(line)
-            actions = self.core.receive(jsonrpc.decode_line(line))
+            actions = received(self.core, line)
             if self.core.listens or self.core.subscribed or not all(isinstance(a, (Send, Stderr)) for a in actions):
                 self.pending, self.request_bytes = actions, len(line) if line else 0
                 return

@@ -49,7 +49,8 @@ from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import binding, identity
-from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core
+from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core, unexpected
+from mcpwrap.protocol.core import Send as Write
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
@@ -206,6 +207,7 @@ class TokenFile:
 
 
 _current: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("mcpwrap_http_stream", default=None)
+_posted: contextvars.ContextVar[jsonrpc.Message | None] = contextvars.ContextVar("mcpwrap_http_posted", default=None)
 
 
 @dataclass(eq=False)
@@ -355,6 +357,18 @@ async def _refuse(send: Send, refusal: binding.Refusal, request_id: RequestId | 
     await _respond(send, refusal.status, jsonrpc.encode(refusal.body(request_id)), headers)
 
 
+async def _internal_error(send: Send, message: jsonrpc.Message | None, exc: Exception) -> None:
+    """A bug met before the answer started: -32603 for each request the POST carried (JSON-RPC, with
+    the status its era gives the code), or, with none, a 500 that still says so in JSON-RPC."""
+    answers = [a.message for a in unexpected(message, exc) if isinstance(a, Write)]
+    if not answers:
+        await _refuse(send, binding.Refusal(500, "internal error (see the server's log)", jsonrpc.INTERNAL_ERROR))
+        return
+    modern = isinstance(message, Request) and message.method != "initialize" and is_modern(message.method,
+                                                                                           message.params)
+    await _respond(send, binding.status_of(answers[0], modern), jsonrpc.encode(answers[0]))
+
+
 @dataclass(eq=False)
 class Session:
     """One legacy session: its own core (negotiated revision, capabilities, log level, questions)."""
@@ -427,16 +441,23 @@ class Hub:
                                                 headers=(("retry-after", "1"),)))
             return
         self.exchanges += 1
+        started = False
+
+        async def tracked(event: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or event["type"] == "http.response.start"
+            await send(event)
         try:
             if scope["method"] == "POST":
-                await self._post(headers, receive, send)
+                await self._post(headers, receive, tracked)
             elif scope["method"] == "GET":
-                await self._get(headers, receive, send)
+                await self._get(headers, receive, tracked)
             else:
-                await self._delete(headers, send)
-        except Exception:
+                await self._delete(headers, tracked)
+        except Exception as exc:          # a bug must cost this exchange, answered, not the server
             log("mcpwrap: internal error in an HTTP exchange:\n" + traceback.format_exc(), "error")
-            raise
+            if not started:
+                await _internal_error(send, _posted.get(), exc)
         finally:
             self.exchanges -= 1
 
@@ -486,6 +507,7 @@ class Hub:
         if tracing():
             log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
         message = jsonrpc.decode(body)
+        _posted.set(message)
         if isinstance(message, Request) and (removed := binding.removed_method_refusal(message)) is not None:
             await _refuse(send, removed, message.id)
         elif isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):

@@ -37,9 +37,9 @@ from typing import Any, Protocol
 import trio
 
 from mcpwrap import config as config_module
-from mcpwrap import jsonrpc, runner, sources
+from mcpwrap import runner, sources
 from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
-                           file_signature, log, trace_in, tracing)
+                           file_signature, log, received, trace_in, tracing)
 from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Complete, Context, Core, GetPrompt, ReadResource,
                                    Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.tools import ProtocolError
@@ -317,9 +317,22 @@ class Driver:
     def perform(self, actions: list[Action]) -> None:
         self.outbox.hold()                 # the messages leave once every action is carried out
         try:
-            self._perform(actions)
+            for action in actions:
+                try:
+                    self._perform([action])
+                except Exception:          # a bug must cost the request it met, not the server
+                    self._perform(self._failed(action))
         finally:
             self.outbox.release()
+
+    def _failed(self, action: Action) -> list[Action]:
+        """An action that could not be carried out: logged, and its request (if any) answered -32603."""
+        log("mcpwrap: internal error carrying out " + type(action).__name__ + ":\n" + traceback.format_exc(), "error")
+        ctx = getattr(action, "ctx", None)
+        if not isinstance(ctx, Context):
+            return []
+        return self.core.call_failed(ctx, ProtocolError(-32603, "internal error: the request could not be "
+                                                                "carried out (see the server's log)"))
 
     def _perform(self, actions: list[Action]) -> None:
         for action in actions:
@@ -610,7 +623,7 @@ async def serve(config: config_module.Config, options: Options, front: Front,
                         await outbox.room()       # a client that does not read stdout is not served more
                         trace_in(line)
                         driver.request_bytes = len(line) if line else 0
-                        driver.perform(core.receive(jsonrpc.decode_line(line)))
+                        driver.perform(received(core, line))
 
                 async def on_chunk(chunk: bytes) -> None:
                     await deliver(reader.feed(chunk))

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 import threading
 import time
@@ -32,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mcpwrap.durable import open_private, private_tree
+from mcpwrap.protocol import grammar
 from mcpwrap.protocol.identity import LOCAL
 
 STREAMS = ("stdout", "stderr")
-CALL_ID = re.compile(r"^[0-9a-f]{32}$")
+CALL_ID_LENGTH = 32                    # 128 bits in lowercase hex
 URI_PREFIX = "mcpwrap://output/"
 
 
@@ -44,7 +44,7 @@ def output_uri(call: str, stream: str) -> str:
 
 
 def valid(call: str, stream: str) -> bool:
-    return bool(CALL_ID.match(call)) and stream in STREAMS
+    return grammar.hex_id(call, CALL_ID_LENGTH) and stream in STREAMS
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import trio
 
 from mcpwrap import config, runner
 from mcpwrap.durable import UnsafePathError
-from mcpwrap.spool import CALL_ID, Sink, Spool
+from mcpwrap.spool import Sink, Spool, valid
 from tests.harness import Server, modern_meta
 
 TEN_MB = bytes(range(256)) * 40960                  # 10 MiB, every byte value, not UTF-8
@@ -44,7 +44,7 @@ def keep(spool: Spool, data: bytes, stream: str = "stdout") -> str:
 def test_kept_files_are_private_and_ids_unguessable(tmp_path: Path) -> None:
     spool = spool_at(tmp_path)
     calls = {keep(spool, b"x") for _ in range(50)}
-    assert len(calls) == 50 and all(CALL_ID.match(c) for c in calls)
+    assert len(calls) == 50 and all(valid(c, "stdout") for c in calls)
     for directory in (spool.root.parent.parent, spool.root.parent, spool.root):
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     for f in spool.root.iterdir():

@@ -27,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mcpwrap.jsonrpc import Request
+from mcpwrap.protocol import grammar
 from mcpwrap.protocol.modern import VERSION_KEY, is_modern
 from mcpwrap.protocol.revisions import ALL_VERSIONS
 from mcpwrap.protocol.tools import ProtocolError
@@ -66,7 +67,7 @@ def decode_value(value: str) -> str | None:
     if not _VISIBLE.match(value):
         return None
     if not (value.startswith(SENTINEL[0]) and value.endswith(SENTINEL[1]) and len(value) >= len("".join(SENTINEL))):
-        return value.strip(" \t")
+        return grammar.header_value(value)
     try:
         return base64.b64decode(value[len(SENTINEL[0]):-len(SENTINEL[1])], validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
@@ -87,7 +88,7 @@ def check_modern_headers(headers: Mapping[str, str], request: Request) -> Protoc
         shown = SHOWN[name]
         if raw is None:
             return ProtocolError(HEADER_MISMATCH, f"Header mismatch: required header {shown} is missing")
-        value = decode_value(raw) if name == "mcp-name" else raw.strip(" \t")
+        value = decode_value(raw) if name == "mcp-name" else grammar.header_value(raw)
         if value is None:
             return ProtocolError(HEADER_MISMATCH, f"Header mismatch: {shown} header is malformed")
         if value != body:
@@ -109,19 +110,17 @@ def accepts(accept: str, media_type: str) -> bool:
     ranks = {media_type: 2, media_type.split("/")[0] + "/*": 1, "*/*": 0}
     best, quality = -1, 0.0
     for item in accept.split(","):
-        media_range, *params = (part.strip().lower() for part in item.split(";"))
+        media_range, *params = (grammar.header_value(part).lower() for part in item.split(";"))
         if ranks.get(media_range, -1) > best:
             best, quality = ranks[media_range], _quality(params)
     return quality > 0
 
 
 def _quality(params: list[str]) -> float:
+    """A media range's weight; a malformed one (q=nan, q=1e3, q=٠.5) accepts nothing."""
     for name, _, value in (p.partition("=") for p in params):
-        if name.strip() == "q":
-            try:
-                return float(value)
-            except ValueError:
-                return 0.0
+        if grammar.header_value(name) == "q":
+            return grammar.qvalue(value) or 0.0
     return 1.0
 
 
@@ -137,8 +136,8 @@ def accept_refusal(method: str, accept: str | None) -> Refusal | None:
 def legacy_version_refusal(headers: Mapping[str, str]) -> Refusal | None:
     """2025-06-18 on: an unsupported MCP-Protocol-Version is 400 (its absence means 2025-03-26)."""
     version = headers.get("mcp-protocol-version")
-    if version is not None and version.strip() not in ALL_VERSIONS:
-        return Refusal(400, f"Unsupported MCP-Protocol-Version {version.strip()!r}; supported: "
+    if version is not None and grammar.header_value(version) not in ALL_VERSIONS:
+        return Refusal(400, f"Unsupported MCP-Protocol-Version {grammar.header_value(version)!r}; supported: "
                        f"{', '.join(ALL_VERSIONS)}")
     return None
 

@@ -220,6 +220,18 @@ class Core:
 
     # --- entry point --------------------------------------------------------------------
     def receive(self, message: jsonrpc.Message) -> list[Action]:
+        """The actions for one message. Nothing but a deliberate refusal leaves here: a bug met on the
+        way costs only the request (or batch item) it met, answered -32603 and logged (`unexpected`)."""
+        try:
+            return self._receive(message)
+        except Exception as exc:
+            for item in message.items if isinstance(message, Batch) else (message,):
+                if isinstance(item, Request):
+                    self._forget(item.id)
+                    self.batches.pop(item.id, None)
+            return unexpected(message, exc)
+
+    def _receive(self, message: jsonrpc.Message) -> list[Action]:
         if isinstance(message, Batch):
             return self._batch(message)
         # Refusals are about this message alone: never routed into a batch by their id.
@@ -230,6 +242,22 @@ class Core:
         return self._routed(self._dispatch(message))
 
     def _dispatch(self, message: Request | Notification | Response) -> list[Action]:
+        """One message's actions; a bug met on the way costs this message alone (see `unexpected`)."""
+        try:
+            return self._decide(message)
+        except Exception as exc:
+            if isinstance(message, Request):
+                self._forget(message.id)
+            return unexpected(message, exc)
+
+    def _forget(self, request_id: RequestId) -> None:
+        """A request a bug interrupted is no longer in progress, nor asking anything."""
+        self.inflight.pop(request_id, None)
+        self.listens.pop(request_id, None)
+        for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
+            del self.asks[key]
+
+    def _decide(self, message: Request | Notification | Response) -> list[Action]:
         if isinstance(message, Notification):
             return self._notification(message)
         if isinstance(message, Response):
@@ -914,6 +942,35 @@ class Core:
         if tasking.status_changed(previous, current):
             actions.append(Send(jsonrpc.notification("notifications/tasks/status", tasking.legacy_task(current))))
         return actions
+
+
+def unexpected(message: jsonrpc.Message | None, exc: Exception) -> list[Action]:
+    """What a bug met while deciding `message` becomes: -32603 for each request it carries (so each is
+    still answered once) and one line for mcpwrap's log. Drivers use it for what escapes `Core.receive`."""
+    import traceback
+
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    place = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+    items = message.items if isinstance(message, Batch) else (message,)
+    requests = [m for m in items if isinstance(m, Request)]
+    answers = [{"jsonrpc": "2.0", "id": r.id, "error": {"code": jsonrpc.INTERNAL_ERROR, "message": (
+        f"internal error: {r.method} failed unexpectedly; nothing more was done (see the server's log)")}}
+               for r in requests]
+    actions: list[Action] = [Stderr(f"mcpwrap: internal error on {_described(message)}: "
+                                    f"{type(exc).__name__}: {exc}{place}".replace("\n", " "), "error")]
+    if answers:
+        actions.append(Send(answers if isinstance(message, Batch) else answers[0]))
+    return actions
+
+
+def _described(message: jsonrpc.Message | None) -> str:
+    if message is None:
+        return "a message"
+    if isinstance(message, Batch):
+        return f"a batch of {len(message.items)}"
+    if isinstance(message, Request):
+        return f"{message.method} request {message.id!r}"
+    return type(message).__name__.lower()
 
 
 def _declares_tasks(ctx: Context) -> bool:

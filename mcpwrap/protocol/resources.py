@@ -14,7 +14,6 @@ give the stream byte for byte.
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpwrap.config import TEMPLATE_EXPR, Config, Resource
+from mcpwrap.protocol import grammar
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError, invalid_params
 from mcpwrap.result import Resource as Contents
@@ -30,7 +30,7 @@ from mcpwrap.validation import argument_problems
 
 PAGE_BYTES = 1024 * 1024               # an output page's default and largest length
 OUTPUT_TEMPLATE = URI_PREFIX + "{call}/{stream}{?offset,length}"
-OUTPUT_URI = re.compile(r"^mcpwrap://output/([^/?#]+)/([^/?#]+)(?:\?([^#]*))?$")
+OUTPUT_URI = re.compile(r"mcpwrap://output/([^/?#]+)/([^/?#]+)(?:\?([^#]*))?")   # fullmatch: no stray newline
 PAGE_META = "mcpwrap/page"             # result _meta: where this page sits and the next page's URI
 
 
@@ -84,20 +84,16 @@ def page(kind: str, items: list[dict[str, Any]], key: str, cursor: Any, config: 
     offset = 0 if cursor is None else _decode_cursor(kind, cursor, config, len(items))
     result: dict[str, Any] = {key: items[offset:offset + size]}
     if offset + size < len(items):
-        token = f"{kind}:{offset + size}:{config.digest[:16]}".encode()
-        result["nextCursor"] = base64.urlsafe_b64encode(token).decode().rstrip("=")
+        result["nextCursor"] = grammar.encode_cursor(kind, offset + size, config.digest[:16])
     return result
 
 
 def _decode_cursor(kind: str, cursor: Any, config: Config, count: int) -> int:
-    if not isinstance(cursor, str) or len(cursor) > 128:
+    fields = grammar.cursor_fields(cursor, 3)
+    position = grammar.decimal(fields[1]) if fields else None
+    if fields is None or position is None:
         raise invalid_params("Invalid cursor")
-    try:
-        got_kind, offset, digest = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split(":")
-        position = int(offset)
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise invalid_params("Invalid cursor") from None
-    if got_kind != kind or digest != config.digest[:16] or not 0 < position < count:
+    if fields[0] != kind or fields[2] != config.digest[:16] or not 0 < position < count:
         raise invalid_params("Invalid cursor: it does not belong to the current list; list again from the start")
     return position
 
@@ -134,16 +130,18 @@ def resolve(config: Config, uri: Any, rev: Revision) -> Target:
 
 
 def _output_page(uri: str, config: Config, rev: Revision) -> OutputPage:
-    match = OUTPUT_URI.match(uri)
+    match = OUTPUT_URI.fullmatch(uri)
     if not match or not config.spool.quota or not valid(match[1], match[2]):
         raise not_found(uri, rev)
     query = urllib.parse.parse_qs(match[3] or "", keep_blank_values=True)
     numbers = {}
     for name, default in (("offset", 0), ("length", PAGE_BYTES)):
         values = query.pop(name, [str(default)])
-        if len(values) != 1 or not values[0].isdigit():
-            raise ProtocolError(-32602, f"'{name}' must be one non-negative integer", {"uri": uri})
-        numbers[name] = int(values[0])
+        number = grammar.decimal(values[0]) if len(values) == 1 else None
+        if number is None:
+            raise ProtocolError(-32602, f"'{name}' must be one non-negative integer of at most "
+                                f"{grammar.MAX_DIGITS} ASCII digits", {"uri": uri})
+        numbers[name] = number
     if query:
         raise ProtocolError(-32602, f"unknown parameter(s) {', '.join(sorted(query))}: "
                             "the output template has offset and length", {"uri": uri})
@@ -181,18 +179,17 @@ def match_template(resource: Resource, uri: str) -> dict[str, Any] | None:
 
 
 def _typed(text: str, schema: Mapping[str, Any]) -> Any:
-    """A URI carries strings: a number, integer or boolean argument gets its value's own type back."""
+    """A URI carries strings: a number, integer or boolean argument gets its value's own type back when
+    the text is one in JSON's own (ASCII) grammar; anything else stays a string, for validation to name."""
     kind = schema.get("type")
-    try:
-        if kind == "integer":
-            return int(text)
-        if kind == "number":
-            return float(text)
-    except ValueError:
-        return text                        # left a string: validation names the problem
-    if kind == "boolean" and text in ("true", "false"):
-        return text == "true"
-    return text
+    value: Any = None
+    if kind == "integer":
+        value = grammar.integer(text)
+    elif kind == "number":
+        value = grammar.number(text)
+    elif kind == "boolean" and text in ("true", "false"):
+        value = text == "true"
+    return text if value is None else value
 
 
 def expand(template: str, arguments: Mapping[str, str]) -> str:

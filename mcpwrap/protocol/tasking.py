@@ -12,9 +12,6 @@ result and `resultType` are modern.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 import secrets
 import string
 from collections.abc import Mapping, Sequence
@@ -23,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mcpwrap.config import Tool
+from mcpwrap.protocol import grammar
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import (
     ProtocolError,
@@ -47,12 +45,12 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "input_required": frozenset({"working", "input_required", "completed", "failed", "cancelled"}),
     "completed": frozenset(), "failed": frozenset(), "cancelled": frozenset(),
 }
-# `new_id()`, or token_urlsafe(16) as earlier versions made them; checked before any path is built
-TASK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{22}|[A-Za-z0-9_-]{22}")
+# `new_id()` (23 characters), or token_urlsafe(16) (22) as earlier versions made them; checked before
+# any path is built: base64url, and never a leading '-' that would read as a command-line option
+TASK_ID_LENGTHS = (22, 23)
 MIN_TTL_MS = 1_000                              # a shorter requested ttl would expire before a first poll
 CREATED_MESSAGE = "The operation is now in progress."
 CANCELLED_MESSAGE = "The task was cancelled by request."
-_CURSOR = re.compile(r"2:(\d{1,20}):(\d{1,12}):([A-Za-z0-9_-]{22,23})")
 
 
 @dataclass(frozen=True)
@@ -113,7 +111,8 @@ def new_id() -> str:
 
 
 def valid_id(task_id: Any) -> bool:
-    return isinstance(task_id, str) and TASK_ID.fullmatch(task_id) is not None
+    """A task id's grammar: 22 base64url characters, or 23 of which the first is a letter or digit."""
+    return grammar.token(task_id, *TASK_ID_LENGTHS) and (len(task_id) == 22 or task_id[0] not in "-_")
 
 
 def iso(t: float) -> str:
@@ -247,18 +246,13 @@ def create_result(record: TaskRecord, rev: Revision) -> dict[str, Any]:
 # --- tasks/list pagination: cursors into the store's creation index, opaque and validated ---
 def encode_cursor(key: int, position: int, task_id: str) -> str:
     """The page after the task whose index entry has `key` (`position` is where it was: a hint)."""
-    return base64.urlsafe_b64encode(f"2:{key}:{position}:{task_id}".encode()).decode().rstrip("=")
+    return grammar.encode_cursor(2, key, position, task_id)
 
 
 def decode_cursor(cursor: Any) -> tuple[int, int, str]:
     """(key, position, task id) of a cursor `encode_cursor` made; anything else is -32602."""
-    text = ""
-    if isinstance(cursor, str) and len(cursor) <= 128:
-        try:
-            text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        except (ValueError, UnicodeDecodeError, binascii.Error):
-            pass
-    match = _CURSOR.fullmatch(text)
-    if match is None or not valid_id(match[3]):
+    fields = grammar.cursor_fields(cursor, 4) or ["", "", "", ""]
+    key, position = grammar.decimal(fields[1], 20), grammar.decimal(fields[2], 12)
+    if fields[0] != "2" or key is None or position is None or not valid_id(fields[3]):
         raise invalid_params("Invalid cursor")
-    return int(match[1]), int(match[2]), match[3]
+    return key, position, fields[3]

@@ -7,13 +7,12 @@ into the nearest form it has (a text note), never sent as-is.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mcpwrap.config import Config, Tool
+from mcpwrap.protocol import grammar
 from mcpwrap.protocol.revisions import Revision
 
 if TYPE_CHECKING:
@@ -64,20 +63,16 @@ def render_tool(tool: Tool, rev: Revision) -> dict[str, Any]:
 
 
 def encode_cursor(offset: int, config: Config) -> str:
-    return base64.urlsafe_b64encode(f"1:{offset}:{config.digest[:16]}".encode()).decode().rstrip("=")
+    return grammar.encode_cursor(1, offset, config.digest[:16])
 
 
 def decode_cursor(cursor: Any, config: Config) -> int:
     """The offset a cursor names; -32602 for anything we did not mint for this tools file."""
-    if not isinstance(cursor, str) or len(cursor) > 128:
+    fields = grammar.cursor_fields(cursor, 3)
+    offset = grammar.decimal(fields[1]) if fields else None
+    if fields is None or offset is None:
         raise invalid_params("Invalid cursor")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        version, offset_text, digest = text.split(":")
-        offset = int(offset_text)
-    except (ValueError, UnicodeDecodeError, binascii.Error):
-        raise invalid_params("Invalid cursor") from None
-    if version != "1" or not 0 < offset < len(config.tools) or digest != config.digest[:16]:
+    if fields[0] != "1" or not 0 < offset < len(config.tools) or fields[2] != config.digest[:16]:
         raise invalid_params("Invalid cursor: it does not belong to the current tools list; list again from the start")
     return offset
 
