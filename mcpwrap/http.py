@@ -134,12 +134,12 @@ def parse_rate(text: str) -> tuple[float, int]:
 
 
 def parse_timeout(text: str, flag: str) -> float:
-    """A duration as in the tools file ("30", "1.5s", "2m"), more than 0 and at most MAX_TIMEOUT_S."""
+    """A duration as in the tools file ("30", "1.5s", "2m"), from 1 ms to MAX_TIMEOUT_S."""
     try:
-        seconds = config_module.parse_duration(text)
+        seconds = config_module.parse_duration(text) if text.isascii() else 0.0   # "\u0661" is no digit here
     except ValueError:
         seconds = 0.0
-    if not 0 < seconds <= MAX_TIMEOUT_S:
+    if not 0.001 <= seconds <= MAX_TIMEOUT_S:
         raise ValueError(f"{flag} wants a duration from 1ms to 24h (e.g. 30, 1.5s, 2m), got {text!r}")
     return seconds
 
@@ -283,6 +283,7 @@ class Router(Outbox):
 
     def aim(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Where the next `put` goes; called with the message the driver is about to encode."""
+        self.whole = False
         self.ids = _answered(message)
         if self.ids:
             self.target = self.waiting.get(self.ids[0])
@@ -784,7 +785,7 @@ def _listen(settings: HypercornConfig, send_timeout: float) -> Sockets:
     data unacknowledged, or a receive window shut, for `send_timeout` seconds ends the connection."""
     sockets = settings.create_sockets()
     for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, max(1, round(send_timeout * 1000)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, round(send_timeout * 1000))
         sock.listen(settings.backlog)
     return sockets
 
