@@ -421,20 +421,23 @@ def _self_command() -> tuple[str, list[str]]:
 def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
            max_calls: str | None, max_tasks: str | None, watch: bool, read_only: bool, only: list[str],
            exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
-           insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None) -> NoReturn:
+           insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None,
+           body_timeout: str | None, send_timeout: str | None) -> NoReturn:
     from mcpwrap.config import Toolset
 
     def names(values: list[str]) -> frozenset[str]:
         return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
 
     remote = None
-    if http is None and (token_file or allowed_origin or insecure_no_auth or rate or certfile or keyfile):
-        _usage_error(("serve",), "--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile and "
-                                 "--keyfile apply only with --http")
+    if http is None and (token_file or allowed_origin or insecure_no_auth or rate or certfile or keyfile
+                         or body_timeout or send_timeout):
+        _usage_error(("serve",), "--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile, "
+                                 "--keyfile, --body-timeout and --send-timeout apply only with --http")
     if http is not None:
         from mcpwrap import http as http_module
         try:
-            remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile)
+            remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
+                                              body_timeout, send_timeout)
         except ValueError as exc:
             _usage_error(("serve",), str(exc))
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
@@ -1111,7 +1114,11 @@ COMMANDS: dict[tuple[str, ...], Command] = {
              "Default: no limit.", "R[/B]"),
         _opt("certfile", "--certfile", "With --http: serve HTTPS with this PEM certificate chain (with --keyfile); "
              "TLS does not replace --token-file.", "PATH"),
-        _opt("keyfile", "--keyfile", "With --http: the PEM private key of --certfile.", "PATH"))),
+        _opt("keyfile", "--keyfile", "With --http: the PEM private key of --certfile.", "PATH"),
+        _opt("body_timeout", "--body-timeout", "With --http: a request body must end, or bring 16 KiB more, within "
+             "each such interval, else 408 and the connection is closed (default 30s).", "DURATION"),
+        _opt("send_timeout", "--send-timeout", "With --http: a client that takes nothing of its response for this "
+             "long (or leaves data unacknowledged) is cut off (default 60s).", "DURATION"))),
     ("init",): Command("Write a commented starter tools file that demonstrates each major feature.", _init, (
         Param("file", "Where to write the starter tools file.", metavar="[FILE]", default="tools.toml"),
         _opt("force", "--force", "Overwrite an existing file."),

@@ -24,6 +24,15 @@ authentication. Each request's bearer token is its identity (`protocol/identity.
 a session answers only to the token that opened it (any other gets the 404 of an
 unknown session), and the core it reaches binds tasks and `requestState` to it.
 Without a token file nobody is told apart (`identity.ANONYMOUS`).
+
+No connection holds anything once it stops moving. Headers must arrive within
+hypercorn's keep-alive timeout. A body must keep arriving (`--body-timeout`: each
+interval it ends or brings BODY_PROGRESS more bytes, else 408), and takes no
+request slot until it is whole; a client that leaves before its end made no
+request. A response whose client stops taking it (its receive window shut, or
+what was sent unacknowledged, for `--send-timeout`) is cut off by the kernel
+(TCP_USER_TIMEOUT on the listening sockets, which accepted ones inherit), since
+hypercorn's writes cannot be cancelled from the application.
 """
 
 from __future__ import annotations
@@ -34,13 +43,14 @@ import ipaddress
 import math
 import os
 import secrets
+import socket
 import ssl
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Hashable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
@@ -58,6 +68,9 @@ from mcpwrap.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stder
                            start_task_forker, tracing)
 from mcpwrap.server import Admission, Driver, Outbox, _stop_on_signal
 
+if TYPE_CHECKING:
+    from hypercorn.config import Config as HypercornConfig, Sockets
+
 ENDPOINT = "/mcp"
 SESSION_IDLE_S = 3600.0           # a legacy session nobody used for this long is ended (404 afterwards)
 MAX_SESSIONS = 1000
@@ -65,6 +78,10 @@ MAX_EXCHANGES = 1024              # HTTP requests served at once; more get 503
 KEEPALIVE_S = 15.0                # an SSE comment this often keeps proxies from closing a quiet stream
 MIN_BURST = 10                    # a client's start-up (initialize, initialized, the lists) comes at once
 MAX_BUCKETS = 10000               # past this many clients tracked, the ones back to a full bucket are forgotten
+BODY_TIMEOUT_S = 30.0             # each such interval, a request body ends or brings BODY_PROGRESS more bytes
+BODY_PROGRESS = 16 * 1024         # bytes: about 550 a second at the default, far below any working link
+SEND_TIMEOUT_S = 60.0             # a response its client takes nothing of for this long is cut off
+MAX_TIMEOUT_S = 86400.0           # --body-timeout and --send-timeout: at most a day
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 
@@ -88,6 +105,8 @@ class HttpOptions:
     burst: int = MIN_BURST
     certfile: Path | None = None
     keyfile: Path | None = None
+    body_timeout_s: float = BODY_TIMEOUT_S
+    send_timeout_s: float = SEND_TIMEOUT_S
 
     @property
     def loopback(self) -> bool:
@@ -120,8 +139,20 @@ def parse_rate(text: str) -> tuple[float, int]:
     return rate, burst
 
 
+def parse_timeout(text: str, flag: str) -> float:
+    """A duration as in the tools file ("30", "1.5s", "2m"), from 1 ms to MAX_TIMEOUT_S."""
+    try:
+        seconds = config_module.parse_duration(text) if text.isascii() else 0.0   # "\u0661" is no digit here
+    except ValueError:
+        seconds = 0.0
+    if not 0.001 <= seconds <= MAX_TIMEOUT_S:
+        raise ValueError(f"{flag} wants a duration from 1ms to 24h (e.g. 30, 1.5s, 2m), got {text!r}")
+    return seconds
+
+
 def http_options(address: str, token_file: str | None, origins: list[str], insecure: bool, rate: str | None = None,
-                 certfile: str | None = None, keyfile: str | None = None) -> HttpOptions:
+                 certfile: str | None = None, keyfile: str | None = None, body_timeout: str | None = None,
+                 send_timeout: str | None = None) -> HttpOptions:
     """The --http options as given on the command line (ValueError for a malformed one)."""
     host, port = parse_address(address)
     if (certfile is None) != (keyfile is None):
@@ -129,7 +160,9 @@ def http_options(address: str, token_file: str | None, origins: list[str], insec
     per_second, burst = parse_rate(rate) if rate is not None else (None, MIN_BURST)
     return HttpOptions(host, port, Path(token_file) if token_file else None, tuple(origins), insecure,
                        rate=per_second, burst=burst, certfile=Path(certfile) if certfile else None,
-                       keyfile=Path(keyfile) if keyfile else None)
+                       keyfile=Path(keyfile) if keyfile else None,
+                       body_timeout_s=parse_timeout(body_timeout, "--body-timeout") if body_timeout else BODY_TIMEOUT_S,
+                       send_timeout_s=parse_timeout(send_timeout, "--send-timeout") if send_timeout else SEND_TIMEOUT_S)
 
 
 def exposure_problem(options: HttpOptions) -> str | None:
@@ -222,6 +255,11 @@ class Stream:
         return not self.outbox.closed
 
 
+def _refuses_whole(message: Any) -> bool:
+    """An error without an id: the answer to a message as a whole (a refused batch), its POST's last."""
+    return isinstance(message, dict) and "error" in message and message.get("id") is None
+
+
 def _answered(message: Any) -> list[RequestId]:
     """The request ids a message answers (a batch answer covers several)."""
     items = message if isinstance(message, list) else [message]
@@ -238,6 +276,7 @@ class Router(Outbox):
         self.default: Stream | None = None    # the legacy GET stream, or a modern POST's one response
         self.target: Stream | None = None
         self.ids: list[RequestId] = []
+        self.whole = False                    # the next `put` answers its POST as a whole: it ends there
 
     def open(self, requests: list[Request]) -> Stream:
         stream = Stream({r.id for r in requests})
@@ -251,6 +290,7 @@ class Router(Outbox):
 
     def aim(self, message: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Where the next `put` goes; called with the message the driver is about to encode."""
+        self.whole = False
         self.ids = _answered(message)
         if self.ids:
             self.target = self.waiting.get(self.ids[0])
@@ -259,19 +299,23 @@ class Router(Outbox):
         token = params.get("progressToken") if isinstance(params, dict) else None
         candidates = [self.tokens.get(token) if isinstance(token, (str, int)) else None, _current.get(), self.default]
         self.target = next((s for s in candidates if s is not None and s.live and self._mine(s)), None)
+        self.whole = (_refuses_whole(message) and self.target is not None and self.target is _current.get()
+                      and self.target is not self.default)
 
     def _mine(self, stream: Stream) -> bool:
         return stream is self.default or stream in self.waiting.values() or stream in self.tokens.values()
 
     def put(self, data: bytes, droppable: bool = False) -> None:
         stream, self.target = self.target, None
-        for request_id in self.ids:
+        answered = {*self.ids, *(stream.expect if self.whole and stream is not None else ())}
+        self.whole = False
+        for request_id in answered:
             self.waiting.pop(request_id, None)
         if stream is None:
             return
         stream.outbox.put(data, droppable)
-        if self.ids:
-            stream.expect.difference_update(self.ids)
+        if answered:
+            stream.expect.difference_update(answered)
             if not stream.expect:
                 self.finish(stream)
 
@@ -436,6 +480,16 @@ class Hub:
         if refusal is not None:
             await _refuse(send, refusal)
             return
+        body = b""
+        if scope["method"] == "POST":          # a body in transit holds no slot: it is bounded by --body-timeout
+            received = await self._receive(headers, receive)
+            if received is None:
+                log("mcpwrap: a client left before the end of its request; nothing ran", "debug")
+                return
+            if isinstance(received, binding.Refusal):
+                await _refuse(send, received)
+                return
+            body = received
         if self.exchanges >= self.http.max_exchanges:
             await _refuse(send, binding.Refusal(503, "too many requests in progress; try again shortly",
                                                 headers=(("retry-after", "1"),)))
@@ -449,7 +503,7 @@ class Hub:
             await send(event)
         try:
             if scope["method"] == "POST":
-                await self._post(headers, receive, tracked)
+                await self._post(headers, body, receive, tracked)
             elif scope["method"] == "GET":
                 await self._get(headers, receive, tracked)
             else:
@@ -494,16 +548,14 @@ class Hub:
                                     f"{self.http.burst}); try again later",
                                headers=(("retry-after", str(max(1, math.ceil(wait)))),))
 
-    async def _post(self, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _receive(self, headers: dict[str, str], receive: Receive) -> bytes | binding.Refusal | None:
+        """A POST's whole body, a refusal, or None when its client left before the end (no request)."""
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
-            await _refuse(send, binding.Refusal(415, "Unsupported Media Type: POST a JSON-RPC message as "
-                                                "application/json"))
-            return
-        body = await _read_body(receive, self.http.max_body)
-        if body is None:
-            await _refuse(send, binding.Refusal(413, f"Payload Too Large: at most {self.http.max_body} bytes"))
-            return
+            return binding.Refusal(415, "Unsupported Media Type: POST a JSON-RPC message as application/json")
+        return await _read_body(receive, self.http.max_body, self.http.body_timeout_s)
+
+    async def _post(self, headers: dict[str, str], body: bytes, receive: Receive, send: Send) -> None:
         if tracing():
             log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
         message = jsonrpc.decode(body)
@@ -694,17 +746,30 @@ async def _disconnected(receive: Receive, then: Callable[[], None]) -> None:
     then()
 
 
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
+async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | binding.Refusal | None:
+    """The body received whole; else 413 past `limit`, 408 once it stops moving, None if its client left.
+
+    Moving means: within each `timeout` seconds the body ends or brings BODY_PROGRESS more bytes. A
+    deadline on the whole body would fail an honest slow link, one between chunks alone a trickle.
+    """
     body = bytearray()
+    mark, deadline = 0, trio.current_time() + timeout
     while True:
-        event = await receive()
+        event: dict[str, Any] | None = None
+        with trio.move_on_at(deadline):
+            event = await receive()
+        if event is None:
+            return binding.Refusal(408, f"Request Timeout: the body stopped arriving (it must end or bring "
+                                        f"{BODY_PROGRESS} more bytes every {timeout:g} s)")
         if event["type"] == "http.disconnect":
-            return bytes(body)
+            return None
         body += event.get("body", b"")
         if len(body) > limit:
-            return None
+            return binding.Refusal(413, f"Payload Too Large: at most {limit} bytes")
         if not event.get("more_body", False):
             return bytes(body)
+        if len(body) - mark >= BODY_PROGRESS:
+            mark, deadline = len(body), trio.current_time() + timeout
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -721,7 +786,8 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
     problem = exposure_problem(http) or tls_problem(http)
     try:
         from hypercorn.config import Config as HypercornConfig
-        from hypercorn.trio import serve as hypercorn_serve
+        from hypercorn.trio.run import worker_serve
+        from hypercorn.utils import wrap_app
     except ImportError:
         problem = "--http needs hypercorn: pip install 'mcpwrap-cli[http]'"
     if problem is not None:
@@ -746,8 +812,9 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
         hub.nursery = nursery
 
         async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
-            await hypercorn_serve(hub, settings, shutdown_trigger=stop,  # type: ignore[arg-type]  # its TypedDicts
-                                  task_status=task_status)
+            app = wrap_app(hub, settings.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]  # its TypedDicts
+            await worker_serve(app, settings, sockets=_listen(settings, http.send_timeout_s), shutdown_trigger=stop,
+                               task_status=task_status)
             nursery.cancel_scope.cancel()   # the graceful shutdown is over: end sessions' tasks too
 
         nursery.start_soon(hub.expire)
@@ -759,6 +826,16 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
         log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path} on "
             f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.tokens else " (no authentication)"))
     return 0
+
+
+def _listen(settings: HypercornConfig, send_timeout: float) -> Sockets:
+    """hypercorn's sockets for `settings.bind`, listening, with the send deadline that accepted ones inherit:
+    data unacknowledged, or a receive window shut, for `send_timeout` seconds ends the connection."""
+    sockets = settings.create_sockets()
+    for sock in (*sockets.secure_sockets, *sockets.insecure_sockets):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, round(send_timeout * 1000))
+        sock.listen(settings.backlog)
+    return sockets
 
 
 def run(config: config_module.Config, options: Options, http: HttpOptions) -> int:

@@ -399,8 +399,16 @@ def test_a_malformed_rate_is_a_usage_error(tmp_path: Path, text: str) -> None:
     assert done.returncode == 2 and "--rate wants R[/B]" in done.stderr
 
 
-def test_http_only_flags_without_http_are_a_usage_error(tmp_path: Path) -> None:
-    done = _refused(tmp_path, "--rate", "5")
+@pytest.mark.parametrize("flag", ["--body-timeout", "--send-timeout"])
+@pytest.mark.parametrize("text", ["0", "-1", "x", "0.0001", "25h", "\u0661"])
+def test_a_malformed_timeout_is_a_usage_error(tmp_path: Path, flag: str, text: str) -> None:
+    done = _refused(tmp_path, "--http", "127.0.0.1:0", flag, text)
+    assert done.returncode == 2 and f"{flag} wants a duration" in done.stderr
+
+
+@pytest.mark.parametrize("flag", [("--rate", "5"), ("--body-timeout", "5"), ("--send-timeout", "5")])
+def test_http_only_flags_without_http_are_a_usage_error(tmp_path: Path, flag: tuple[str, str]) -> None:
+    done = _refused(tmp_path, *flag)
     assert done.returncode == 2 and "apply only with --http" in done.stderr
 
 
