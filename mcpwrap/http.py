@@ -80,6 +80,7 @@ MIN_BURST = 10                    # a client's start-up (initialize, initialized
 MAX_BUCKETS = 10000               # past this many clients tracked, the ones back to a full bucket are forgotten
 BODY_TIMEOUT_S = 30.0             # each such interval, a request body ends or brings BODY_PROGRESS more bytes
 BODY_PROGRESS = 16 * 1024         # bytes: about 550 a second at the default, far below any working link
+BODIES_IN_TRANSIT = 32 * 1024 * 1024   # bytes of bodies still arriving, all connections together
 SEND_TIMEOUT_S = 60.0             # a response its client takes nothing of for this long is cut off
 MAX_TIMEOUT_S = 86400.0           # --body-timeout and --send-timeout: at most a day
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
@@ -437,6 +438,7 @@ class Hub:
         self.sessions: dict[str, Session] = {}
         self.listens: set[RoutedDriver] = set()
         self.exchanges = 0
+        self.transit = InTransit()
         self.admission = Admission(options.max_calls)   # --max-calls and its waiting room, for all clients
         self.limiters: dict[str, trio.CapacityLimiter] = {}
         self.budget = BatchBudget()       # the batch answers held by every session together
@@ -553,7 +555,7 @@ class Hub:
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/json":
             return binding.Refusal(415, "Unsupported Media Type: POST a JSON-RPC message as application/json")
-        return await _read_body(receive, self.http.max_body, self.http.body_timeout_s)
+        return await _read_body(receive, self.http.max_body, self.http.body_timeout_s, self.transit)
 
     async def _post(self, headers: dict[str, str], body: bytes, receive: Receive, send: Send) -> None:
         if tracing():
@@ -746,13 +748,35 @@ async def _disconnected(receive: Receive, then: Callable[[], None]) -> None:
     then()
 
 
-async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | binding.Refusal | None:
-    """The body received whole; else 413 past `limit`, 408 once it stops moving, None if its client left.
+class InTransit:
+    """The bytes of request bodies still arriving, counted across every connection of a server.
+
+    A body holds no request slot until it is whole, so this is what bounds the memory that many
+    slow (but moving) bodies hold together: past `limit`, a body's next chunk is refused with 503.
+    """
+
+    def __init__(self, limit: int = BODIES_IN_TRANSIT) -> None:
+        self.limit, self.held = limit, 0
+
+
+async def _read_body(receive: Receive, limit: int, timeout: float,
+                     transit: InTransit | None = None) -> bytes | binding.Refusal | None:
+    """The body received whole; else 413 past `limit`, 408 once it stops moving, 503 while the bodies
+    in transit hold `transit.limit` bytes, None if its client left.
 
     Moving means: within each `timeout` seconds the body ends or brings BODY_PROGRESS more bytes. A
     deadline on the whole body would fail an honest slow link, one between chunks alone a trickle.
     """
+    transit = transit or InTransit()
     body = bytearray()
+    try:
+        return await _gather_body(receive, limit, timeout, transit, body)
+    finally:
+        transit.held -= len(body)
+
+
+async def _gather_body(receive: Receive, limit: int, timeout: float, transit: InTransit,
+                       body: bytearray) -> bytes | binding.Refusal | None:
     mark, deadline = 0, trio.current_time() + timeout
     while True:
         event: dict[str, Any] | None = None
@@ -763,9 +787,14 @@ async def _read_body(receive: Receive, limit: int, timeout: float) -> bytes | bi
                                         f"{BODY_PROGRESS} more bytes every {timeout:g} s)")
         if event["type"] == "http.disconnect":
             return None
-        body += event.get("body", b"")
-        if len(body) > limit:
+        chunk = event.get("body", b"")
+        if len(body) + len(chunk) > limit:
             return binding.Refusal(413, f"Payload Too Large: at most {limit} bytes")
+        if transit.held + len(chunk) > transit.limit:
+            return binding.Refusal(503, "Service Unavailable: too many request bodies are arriving at once; "
+                                        "try again shortly", headers=(("retry-after", "1"),))
+        body += chunk
+        transit.held += len(chunk)
         if not event.get("more_body", False):
             return bytes(body)
         if len(body) - mark >= BODY_PROGRESS:

@@ -225,3 +225,32 @@ def test_a_refused_batch_is_answered_and_its_response_ends(tools: Path, tmp_path
         (error,) = answer.messages
         assert error["error"]["code"] == -32600 and "batch" in error["error"]["message"]
         assert server.legacy("ping", id=3).final["result"] == {}
+
+
+def test_bodies_in_transit_are_bounded_together_and_give_their_bytes_back() -> None:
+    """A body takes no request slot until whole, so many slow but moving bodies could add up: the
+    bytes they hold together are bounded (503 past it), and each gives its bytes back however it ends."""
+    async def main() -> list[Any]:
+        transit = http_module.InTransit(limit=100)
+
+        def client(chunks: list[bytes], then_leave: bool = False) -> Any:
+            events = iter([{"type": "http.request", "body": c, "more_body": True} for c in chunks]
+                          + [{"type": "http.disconnect"} if then_leave else
+                             {"type": "http.request", "body": b"", "more_body": False}])
+
+            async def receive() -> dict[str, Any]:
+                return next(events)
+            return receive
+
+        outcomes = [await http_module._read_body(client([b"x" * 60], then_leave=True), 1000, 30.0, transit)]
+        first = http_module._read_body(client([b"x" * 60]), 1000, 30.0, transit)
+        outcomes.append(await first)
+        transit.held = 60                  # another body is still arriving with 60 bytes
+        outcomes.append(await http_module._read_body(client([b"y" * 50]), 1000, 30.0, transit))
+        outcomes.append(transit.held)
+        return outcomes
+
+    left, whole, refused, held = trio.run(main)
+    assert left is None and whole == b"x" * 60
+    assert isinstance(refused, http_module.binding.Refusal) and refused.status == 503
+    assert held == 60                      # the refused and finished bodies gave back what they held
