@@ -25,6 +25,9 @@ command = ["echo", "b"]
 [tools.job]
 command = ["echo", "job"]
 task = "optional"
+[prompts.p]
+description = "a prompt, so that prompts/list is served"
+messages = [{ text = "hello" }]
 """
 OUTPUT = "mcpwrap://output/" + "a" * 32 + "/stdout"
 

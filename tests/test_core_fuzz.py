@@ -239,7 +239,7 @@ def _settle(core: Core, action: Any) -> list[Any]:
     if isinstance(action, GetPrompt):
         return core.prompt_done(action.ctx, action.prompt, [("user", Text("x"))])
     if isinstance(action, Complete):
-        return core.completed(action.ctx, ["a", "b"], action.prefix)
+        return core.completed(action.run, ["a", "b"])
     return []
 
 
@@ -253,7 +253,8 @@ def _run(core: Core, message: Any, answers: list[Any]) -> list[dict[str, Any]]:
         if not isinstance(action, Send):
             queue += _settle(core, action)
             continue
-        items = action.message if isinstance(action.message, list) else [action.message]
+        # a batch's answers are held encoded (orjson fragments): read them as the client would
+        items = orjson.loads(jsonrpc.encode(action.message)) if isinstance(action.message, list) else [action.message]
         out += items
         for item in items:
             if item.get("method") == "elicitation/create":
