@@ -59,7 +59,7 @@ from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import binding, identity
-from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core, unexpected
+from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core, Stderr, unexpected
 from mcpwrap.protocol.core import Send as Write
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.legacy import State
@@ -402,10 +402,15 @@ async def _refuse(send: Send, refusal: binding.Refusal, request_id: RequestId | 
     await _respond(send, refusal.status, jsonrpc.encode(refusal.body(request_id)), headers)
 
 
-async def _internal_error(send: Send, message: jsonrpc.Message | None, exc: Exception) -> None:
-    """A bug met before the answer started: -32603 for each request the POST carried (JSON-RPC, with
-    the status its era gives the code), or, with none, a 500 that still says so in JSON-RPC."""
-    answers = [a.message for a in unexpected(message, exc) if isinstance(a, Write)]
+async def _internal_error(send: Send | None, message: jsonrpc.Message | None, exc: Exception) -> None:
+    """A bug met in an exchange: one line logged that names it and, unless the answer had started
+    (`send` None), -32603 for each request the POST carried (JSON-RPC, with the status its era
+    gives the code), or, with none, a 500 that still says so in JSON-RPC."""
+    actions = unexpected(message, exc)
+    log(next(a.text for a in actions if isinstance(a, Stderr)), "error")
+    answers = [a.message for a in actions if isinstance(a, Write)]
+    if send is None:
+        return
     if not answers:
         await _refuse(send, binding.Refusal(500, "internal error (see the server's log)", jsonrpc.INTERNAL_ERROR))
         return
@@ -511,9 +516,8 @@ class Hub:
             else:
                 await self._delete(headers, tracked)
         except Exception as exc:          # a bug must cost this exchange, answered, not the server
-            log("mcpwrap: internal error in an HTTP exchange:\n" + traceback.format_exc(), "error")
-            if not started:
-                await _internal_error(send, _posted.get(), exc)
+            log("mcpwrap: " + traceback.format_exc(), "debug")
+            await _internal_error(send if not started else None, _posted.get(), exc)
         finally:
             self.exchanges -= 1
 

@@ -41,7 +41,7 @@ from mcpwrap import runner, sources
 from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
                            file_signature, log, received, trace_in, tracing)
 from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Complete, Context, Core, GetPrompt, ReadResource,
-                                   Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
+                                   Send, bug_report, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
 from mcpwrap.spool import Spool
@@ -320,15 +320,18 @@ class Driver:
             for action in actions:
                 try:
                     self._perform([action])
-                except Exception:          # a bug must cost the request it met, not the server
-                    self._perform(self._failed(action))
+                except Exception as exc:   # a bug must cost the request it met, not the server
+                    self._perform(self._failed(action, exc))
         finally:
             self.outbox.release()
 
-    def _failed(self, action: Action) -> list[Action]:
-        """An action that could not be carried out: logged, and its request (if any) answered -32603."""
-        log("mcpwrap: internal error carrying out " + type(action).__name__ + ":\n" + traceback.format_exc(), "error")
+    def _failed(self, action: Action, exc: Exception) -> list[Action]:
+        """An action that could not be carried out: one line logged (the traceback at debug), and its
+        request (if any) answered -32603."""
         ctx = getattr(action, "ctx", None)
+        request = f" for request {ctx.id!r}" if isinstance(ctx, Context) else ""
+        log(bug_report(f"carrying out {type(action).__name__}{request}", exc), "error")
+        log("mcpwrap: " + traceback.format_exc(), "debug")
         if not isinstance(ctx, Context):
             return []
         return self.core.call_failed(ctx, ProtocolError(-32603, "internal error: the request could not be "
