@@ -1,4 +1,4 @@
-"""The tools file: TOML in, frozen dataclasses out, every problem located.
+"""The tools file: TOML in, frozen dataclasses (`config_model`) out, every problem located.
 
 Contract: `load(path)` returns a `Config` or raises `ConfigError` whose
 `problems` are `Problem(path, line, col, message)` values, printed as
@@ -18,13 +18,13 @@ import stat
 import tomllib
 import urllib.parse
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from mcpwrap.config_extra import Limits, PathRule, Problem, Prompt, PromptArg, Resource, Sandbox
+from mcpwrap.config_model import (SUCCESS, Arg, Config, Limits, PathRule, Problem, Prompt, PromptArg, PromptMessage,
+                                  Resource, Sandbox, Spool, Tool)
+from mcpwrap.config_model import Toolset as Toolset   # not used here: named for `config.Toolset`'s users
 
 T = TypeVar("T")
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
@@ -58,140 +58,12 @@ ARG_SCHEMA_KEYS = {
     "maxProperties", "anyOf", "oneOf", "allOf", "not",
     "enumNames"}   # not JSON Schema: an enum's titles in legacy elicitation forms (JSON Schema ignores it)
 ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
-SUCCESS = frozenset({0})                 # the exit codes of a tool that names none
-
-
-EXTRA = {"Problem", "PathRule", "Sandbox", "Limits", "Resource", "PromptArg", "PromptMessage", "Prompt"}
-
-
-def __getattr__(name: str) -> Any:
-    """`config.Sandbox` and the other classes of `config_extra`, made when first named."""
-    if name in EXTRA:
-        from mcpwrap import config_extra
-
-        return getattr(config_extra, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ConfigError(Exception):
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__("\n".join(map(str, problems)))
         self.problems = problems
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One `args.NAME` table: a JSON Schema fragment and what mcpwrap does with it."""
-    name: str
-    schema: Mapping[str, Any]          # the JSON Schema fragment, mcpwrap keys removed
-    required: bool
-    flag: str | None = None            # boolean rendered as this flag when true
-    elicit: bool = False               # ask the user when missing
-    path: PathRule | None = None
-
-    @property
-    def env_name(self) -> str:
-        return "MCP_ARG_" + self.name.upper()
-
-
-@dataclass(frozen=True)
-class Tool:
-    """One `[tools.NAME]` table, every default applied: what the runner needs to run it."""
-    name: str
-    description: str
-    args: tuple[Arg, ...]
-    command: tuple[str | tuple[str, ...], ...] | None   # a tuple in it is an optional group
-    shell: str | None
-    cwd: Path
-    env: Mapping[str, str]
-    timeout_s: float
-    max_output: int
-    output: str                        # "text" | "json" | "mcp" | "image/..." | "audio/..." ("blob": resources)
-    title: str | None = None
-    output_schema: Mapping[str, Any] | None = None
-    annotations: Mapping[str, Any] = field(default_factory=dict)
-    stdin_arg: str | None = None
-    success_codes: frozenset[int] = SUCCESS
-    progress: re.Pattern[str] | None = None
-    concurrency: int | None = None
-    confirm: str | None = None
-    task: str = "never"
-    task_ttl_s: float = 3600.0
-    task_poll_s: float = 1.0
-    kill_grace_s: float = 2.0
-    sandbox: Sandbox | None = None
-    limits: Limits | None = None
-    env_inherit: bool | tuple[str, ...] = True   # the server's environment: all, none (PATH only), or these names
-
-    @cached_property
-    def input_schema(self) -> dict[str, Any]:
-        """The published inputSchema. An argument elicited when missing is not `required` there:
-        a client that follows the schema must be able to leave it out, or it is never asked."""
-        return self._schema([a.name for a in self.args if a.required and not a.elicit])
-
-    @cached_property
-    def call_schema(self) -> dict[str, Any]:
-        """What the arguments must satisfy when the call runs: elicited ones are required by then."""
-        return self._schema([a.name for a in self.args if a.required])
-
-    def _schema(self, required: list[str]) -> dict[str, Any]:
-        schema: dict[str, Any] = {
-            "type": "object",
-            "properties": {a.name: dict(a.schema) for a in self.args},
-            "additionalProperties": False,
-        }
-        if required:
-            schema["required"] = required
-        return schema
-
-    def arg(self, name: str) -> Arg | None:
-        return next((a for a in self.args if a.name == name), None)
-
-
-@dataclass(frozen=True)
-class Config:
-    """A whole tools file, checked: what a server serves until the next reload."""
-    path: Path
-    name: str
-    version: str
-    instructions: str | None
-    title: str | None
-    tools: tuple[Tool, ...]
-    digest: str                        # SHA-256 of the file's bytes: binds requestState and tasks
-    resources: tuple[Resource, ...] = ()
-    prompts: tuple[Prompt, ...] = ()
-    spool: Spool = field(default_factory=lambda: Spool())
-
-    @cached_property
-    def _by_name(self) -> dict[str, Tool]:
-        return {t.name: t for t in self.tools}
-
-    def tool(self, name: str) -> Tool | None:
-        """O(1): a call to the last of 10,000 tools costs what a call to the first does."""
-        return self._by_name.get(name)
-
-    def prompt(self, name: str) -> Prompt | None:
-        return next((p for p in self.prompts if p.name == name), None)
-
-
-@dataclass(frozen=True)
-class Toolset:
-    """Which of the file's tools a server exposes (`serve --read-only/--only/--exclude`)."""
-    read_only: bool = False
-    only: frozenset[str] = frozenset()
-    exclude: frozenset[str] = frozenset()
-
-    def unknown(self, config: Config) -> list[str]:
-        names = {t.name for t in config.tools}
-        return sorted((self.only | self.exclude) - names)
-
-    def apply(self, config: Config) -> Config:
-        if self == Toolset():
-            return config                   # all of them, as loaded (and without a pass over 10,000)
-        return replace(config, tools=tuple(
-            t for t in config.tools
-            if (not self.only or t.name in self.only) and t.name not in self.exclude
-            and (not self.read_only or t.annotations.get("readOnlyHint") is True)))
 
 
 def parse_duration(value: Any) -> float:
@@ -323,8 +195,6 @@ class _Reader:
         return _Locator(self.text)
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
-        from mcpwrap.config_extra import Problem
-
         line, col = self.locator.find(key)
         self.problems.append(Problem(self.path, line, col, message))
 
@@ -387,8 +257,6 @@ def _closest(name: str, allowed: set[str]) -> str | None:
 
 
 def _toml_syntax_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> Problem:
-    from mcpwrap.config_extra import Problem
-
     match = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
     message = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
     if match:
@@ -411,8 +279,6 @@ def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None,
     try:
         raw = read_regular_file(path, MAX_FILE_BYTES)
     except OSError as exc:
-        from mcpwrap.config_extra import Problem
-
         raise ConfigError([Problem(path, 1, 1, f"cannot read tools file: {exc.strerror}")]) from None
     return loads(raw, path, schemas_known_good, before_schema_checks)
 
@@ -446,8 +312,6 @@ def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | No
     try:
         return _loads(raw, path, schemas_known_good, before_schema_checks)
     except RecursionError:                # tomllib (and a schema walk) recurse per level of nesting
-        from mcpwrap.config_extra import Problem
-
         raise ConfigError([Problem(path, 1, 1, "nested too deeply: arrays and tables of a tools file "
                                                "nest a few levels, not hundreds")]) from None
     finally:
@@ -461,8 +325,6 @@ def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | N
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
     except UnicodeDecodeError as exc:
-        from mcpwrap.config_extra import Problem
-
         raise ConfigError([Problem(path, 1, 1, f"not UTF-8: {exc.reason}")]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([_toml_syntax_problem(path, text, exc)]) from None
@@ -667,8 +529,6 @@ def _sandbox(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: 
     own = _sandbox_table(r, t, key)
     if own is None and inherited is None:
         return None
-    from mcpwrap.config_extra import Sandbox
-
     merged = {**(inherited or {}), **(own or {})}
     system = merged.get("system", True)
     roots = [root for a in args if a.path for root in a.path.within]   # what path arguments may name
@@ -706,8 +566,6 @@ def _limits(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: M
     merged = {**inherited, **(_limits_table(r, t, key) or {})}
     if not set(merged) - {"required"}:
         return None
-    from mcpwrap.config_extra import Limits
-
     return Limits(memory=merged.get("memory"), cpu_s=merged.get("cpu"), processes=merged.get("processes"),
                   open_files=merged.get("open_files"), file_size=merged.get("file_size"),
                   required=merged.get("required", True))
@@ -766,8 +624,6 @@ def _path_rule(r: _Reader, fragment: Mapping[str, Any], key: tuple[str, ...], sc
         r.problem(key + ("kind",), f"kind '{kind}' must be \"file\" or \"dir\"")
         kind = None
     within = _paths(r, fragment, key, "within") or []
-    from mcpwrap.config_extra import PathRule
-
     return PathRule(within=tuple(_expand_path(p, cwd) for p in within),
                     must_exist=r.typed(fragment, key, "must_exist", bool, False), kind=kind)
 
@@ -908,13 +764,6 @@ TEMPLATE_EXPR = re.compile(r"\{(\??)([A-Za-z_][A-Za-z0-9_]*(?:,[A-Za-z_][A-Za-z0
 OUTPUT_URI = "mcpwrap://output/"   # reserved for the spool (kept output beyond max_output)
 
 
-@dataclass(frozen=True)
-class Spool:
-    """Where output beyond max_output is kept: a disk quota per tools file (0: not kept) and a lifetime."""
-    quota: int = 256 * 1024 * 1024
-    ttl_s: float = 3600.0
-
-
 def template_variables(template: str) -> list[tuple[str, bool]]:
     """(name, in the query) for each variable of a URI template."""
     return [(name, bool(q)) for q, names in TEMPLATE_EXPR.findall(template) for name in names.split(",")]
@@ -1004,8 +853,6 @@ def _read_resources(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], b
 
 def _read_resource(r: _Reader, name: str, t: dict[str, Any], key: tuple[str, ...], defaults: dict[str, Any],
                    base_dir: Path) -> Resource | None:
-    from mcpwrap.config_extra import Resource
-
     sources = [k for k in ("path", "command", "shell") if k in t]
     if len(sources) != 1:
         r.problem(key, f"resource '{name}' needs exactly one of 'path' (a file), 'command' (an argv array) "
@@ -1067,8 +914,6 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
                   resource_uris: set[str]) -> tuple[Prompt, ...]:
     out = []
     for name, key, t in _named_tables(r, doc, "prompts", PROMPT_KEYS):
-        from mcpwrap.config_extra import Prompt, PromptMessage
-
         args = [_read_prompt_arg(r, key + ("args", arg_name), arg_name, fragment)
                 for arg_name, fragment in r.typed(t, key, "args", dict, {}).items()
                 if _is_table(r, key + ("args", arg_name), fragment)]
@@ -1108,8 +953,6 @@ def _read_prompts(r: _Reader, doc: dict[str, Any], defaults: dict[str, Any], bas
 
 
 def _read_prompt_arg(r: _Reader, key: tuple[str, ...], name: str, t: dict[str, Any]) -> PromptArg:
-    from mcpwrap.config_extra import PromptArg
-
     if not ARG_NAME.match(name):
         r.problem(key, f"argument name '{name}' must match [A-Za-z_][A-Za-z0-9_]*")
     r.keys(t, key, PROMPT_ARG_KEYS)

@@ -36,14 +36,15 @@ from typing import TYPE_CHECKING, Any
 
 from mcpwrap import config as config_module
 from mcpwrap import jsonrpc
-from mcpwrap.protocol.core import ConsumeOnce, Core, Send, Stderr, unexpected
+from mcpwrap.protocol.actions import Send, Stderr
+from mcpwrap.protocol.core import ConsumeOnce, Core, unexpected
 
 if TYPE_CHECKING:
     import queue
     import threading
 
     from mcpwrap import signing
-    from mcpwrap.protocol.core import Action
+    from mcpwrap.protocol.actions import Action
 
 READ_CHUNK = 65536
 OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop

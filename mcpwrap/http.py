@@ -59,8 +59,9 @@ from mcpwrap import config as config_module
 from mcpwrap import jsonrpc, signing
 from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import binding, identity
-from mcpwrap.protocol.core import Action, BatchBudget, CancelCall, Core, Stderr, unexpected
-from mcpwrap.protocol.core import Send as Write
+from mcpwrap.protocol.actions import Action, CancelCall, Stderr
+from mcpwrap.protocol.actions import Send as Write
+from mcpwrap.protocol.core import BatchBudget, Core, unexpected
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern

@@ -40,8 +40,9 @@ from mcpwrap import config as config_module
 from mcpwrap import runner, sources
 from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
                            file_signature, log, received, trace_in, tracing)
-from mcpwrap.protocol.core import (Action, CancelCall, CancelTimer, Complete, Context, Core, GetPrompt, ReadResource,
-                                   Send, bug_report, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
+from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource, Send,
+                                      StartCall, StartTimer, Stderr, StopComplete, TaskOp)
+from mcpwrap.protocol.core import Core, bug_report
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
 from mcpwrap.spool import Spool

@@ -120,7 +120,8 @@ from mcpwrap.spawner import proc_stat
 if TYPE_CHECKING:
     import trio
 
-    from mcpwrap.protocol.core import Action, Core, TaskOp
+    from mcpwrap.protocol.actions import Action, TaskOp
+    from mcpwrap.protocol.core import Core
     from mcpwrap.result import ToolResult
 
 RECORD_VERSION = 1

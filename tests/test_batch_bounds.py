@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from mcpwrap import config
-from mcpwrap.protocol.core import BATCH_BYTES, BATCH_ITEMS, BatchBudget, Core, ReadResource, StartCall
+from mcpwrap.protocol.actions import ReadResource, StartCall
+from mcpwrap.protocol.core import BATCH_BYTES, BATCH_ITEMS, BatchBudget, Core
 from mcpwrap.result import Resource, Text, ToolResult
 from tests.harness import Server
 from tests.httpharness import HttpServer

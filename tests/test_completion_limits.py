@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from mcpwrap import config
-from mcpwrap.protocol.core import Complete, Core, StopComplete
+from mcpwrap.protocol.actions import Complete, StopComplete
+from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.prompts import COMPLETION_TTL_S, COMPLETION_WAITERS
 from mcpwrap.protocol.tools import ProtocolError
 from tests.harness import Server, until

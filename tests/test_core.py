@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcpwrap import config, jsonrpc, signing
-from mcpwrap.protocol.core import CancelCall, CancelTimer, Core, Send, StartCall, StartTimer, Stderr, TaskOp
+from mcpwrap.protocol.actions import CancelCall, CancelTimer, Send, StartCall, StartTimer, Stderr, TaskOp
+from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.protocol.tools import ProtocolError

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcpwrap import config, jsonrpc, signing
-from mcpwrap.protocol.actions import Complete, GetPrompt, ReadResource, StartCall, TaskOp
-from mcpwrap.protocol.core import Core, Send
+from mcpwrap.protocol.actions import Complete, GetPrompt, ReadResource, Send, StartCall, TaskOp
+from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.resources import OutputPage
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
 from mcpwrap.protocol.tasking import TaskRecord, new_id

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from mcpwrap import config
-from mcpwrap.protocol.core import Core, StartCall
+from mcpwrap.protocol.actions import StartCall
+from mcpwrap.protocol.core import Core
 from tests import mcpschema
 from tests.harness import modern_meta
 from tests.test_core import KEYRING, Ledger, feed, init, request, sent

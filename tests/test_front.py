@@ -27,7 +27,8 @@ from mcpwrap import front as front_module
 from mcpwrap import jsonrpc
 from mcpwrap.config import loads
 from mcpwrap.front import LOADED, Front, Options
-from mcpwrap.protocol.core import Core, Send, StartCall, Stderr
+from mcpwrap.protocol.actions import Send, StartCall, Stderr
+from mcpwrap.protocol.core import Core
 from mcpwrap.result import Text, ToolResult
 from tests.harness import HANG_S, Server, mcpwrap_cmd
 

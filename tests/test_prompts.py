@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap.protocol.core import Complete, GetPrompt
+from mcpwrap.protocol.actions import Complete, GetPrompt
 from mcpwrap.result import Resource as Contents
 from mcpwrap.result import Text
 from tests import mcpschema

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcpwrap import config, jsonrpc, signing
-from mcpwrap.protocol.core import Core, Send
+from mcpwrap.protocol.actions import Send
+from mcpwrap.protocol.core import Core
 from tests import mcpschema
 from tests.harness import modern_meta
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mcpwrap import config
-from mcpwrap.protocol.core import ReadResource, Send
+from mcpwrap.protocol.actions import ReadResource, Send
 from mcpwrap.protocol.resources import OutputPage, Source
 from mcpwrap.result import Resource as Contents
 from mcpwrap.spool import Page

@@ -1,21 +1,53 @@
-"""The actions of calls, questions, content and tasks: what `Core` hands its driver beyond
-messages (`Send`) and log lines (`Stderr`).
+"""What `Core` hands its driver: the request's `Context`, and the actions the driver carries out.
 
-`core` names them (`core.StartCall` and the like) and makes them when first named: creating a
-dataclass costs a quarter to half a millisecond, and the first answers, which the front gives while
-trio loads, need none of these.
+Pure data: each action is a frozen dataclass the driver performs (`Send` a message, log a line, start
+or cancel a call, a timer, a task-store operation, a resource read, a prompt, a completion) and whose
+outcome it reports back through the matching `Core` method.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from mcpwrap.protocol.identity import LOCAL
 
 if TYPE_CHECKING:
-    from mcpwrap.config import Prompt, Tool
+    from mcpwrap.config_model import Prompt, Tool
     from mcpwrap.jsonrpc import RequestId
     from mcpwrap.protocol import resources
-    from mcpwrap.protocol.core import Context
+    from mcpwrap.protocol.revisions import Revision
+
+
+@dataclass(frozen=True)
+class Context:
+    """One request as the core sees it: its era's revision and per-request client facts."""
+    id: RequestId
+    method: str
+    rev: Revision
+    capabilities: Mapping[str, Any]
+    log_level: str | None = None          # modern: from _meta; legacy: read from the session
+    progress_token: str | int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    principal: str = LOCAL                # who sent it (identity.py): what it creates is bound to this
+
+    @property
+    def modern(self) -> bool:
+        return self.rev.modern
+
+
+@dataclass(frozen=True)
+class Send:
+    """Write this message (or a batch's answers) to the client."""
+    message: dict[str, Any] | list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Stderr:
+    """A line for mcpwrap's own log."""
+    text: str
+    level: str = "info"                   # debug | info | warning | error, filtered by --log-level
 
 
 @dataclass(frozen=True)
@@ -86,3 +118,7 @@ class Complete:
 class StopComplete:
     """Every request waiting on this run was cancelled: stop its command."""
     run: int
+
+
+Action: TypeAlias = (Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource
+                     | GetPrompt | Complete | StopComplete)

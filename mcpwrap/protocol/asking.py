@@ -35,7 +35,7 @@ from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaul
 from mcpwrap.validation import argument_problems, resolve_paths
 
 if TYPE_CHECKING:
-    from mcpwrap.protocol.core import Context
+    from mcpwrap.protocol.actions import Context
 
 STRING_FORMATS = {"email", "uri", "date", "date-time"}
 STATE_VERSION = 1

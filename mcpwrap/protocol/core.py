@@ -41,7 +41,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import orjson
 
@@ -49,7 +49,9 @@ from mcpwrap import jsonrpc
 from mcpwrap.config import Config, Tool
 from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol import modern
-from mcpwrap.protocol.identity import LOCAL, LOCAL_USER, Identity
+from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource,
+                                      Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
+from mcpwrap.protocol.identity import LOCAL_USER, Identity
 from mcpwrap.protocol.legacy import HOLDS, Held, LegacySession, level_allows
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
                                         Revision, declared)
@@ -58,8 +60,6 @@ from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, pa
 
 if TYPE_CHECKING:
     from mcpwrap.config import Prompt
-    from mcpwrap.protocol.actions import (CancelCall, CancelTimer, Complete, GetPrompt, ReadResource, StartCall,
-                                          StartTimer, StopComplete, TaskOp)
     from mcpwrap.protocol import asking, resources
     from mcpwrap.protocol.prompts import CompletionCache, CompletionKey
     from mcpwrap.protocol.tasking import TaskRecord
@@ -69,50 +69,6 @@ if TYPE_CHECKING:
     from mcpwrap.spool import Page
 
 
-@dataclass(frozen=True)
-class Context:
-    """One request as the core sees it: its era's revision and per-request client facts."""
-    id: RequestId
-    method: str
-    rev: Revision
-    capabilities: Mapping[str, Any]
-    log_level: str | None = None          # modern: from _meta; legacy: read from the session
-    progress_token: str | int | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    principal: str = LOCAL                # who sent it (identity.py): what it creates is bound to this
-
-    @property
-    def modern(self) -> bool:
-        return self.rev.modern
-
-
-# --- actions the driver carries out -------------------------------------------------------
-@dataclass(frozen=True)
-class Send:
-    """Write this message (or a batch's answers) to the client."""
-    message: dict[str, Any] | list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Stderr:
-    """A line for mcpwrap's own log."""
-    text: str
-    level: str = "info"                   # debug | info | warning | error, filtered by --log-level
-
-
-Action: TypeAlias = ("Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource"
-                     " | GetPrompt | Complete | StopComplete")
-LATER = {"StartCall", "CancelCall", "StartTimer", "CancelTimer", "TaskOp", "ReadResource", "GetPrompt", "Complete",
-         "StopComplete"}
-
-
-def __getattr__(name: str) -> Any:
-    """`core.StartCall` and the other actions of `actions`, made when first named."""
-    if name in LATER:
-        from mcpwrap.protocol import actions
-
-        return getattr(actions, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?
 
 ELICIT_TIMEOUT_S = 600.0
@@ -443,7 +399,6 @@ class Core:
 
     def _content(self, ctx: Context) -> list[Action]:
         from mcpwrap.protocol import prompts, resources
-        from mcpwrap.protocol.actions import GetPrompt, ReadResource
         from mcpwrap.result import Text
 
         method, params, cursor = ctx.method, ctx.params, ctx.params.get("cursor")
@@ -481,7 +436,6 @@ class Core:
     def _complete(self, ctx: Context, command: tuple[str, ...], prefix: str) -> list[Action]:
         """From a fresh output of the command; else wait for its run, or start it (one run per key)."""
         from mcpwrap.protocol import prompts
-        from mcpwrap.protocol.actions import Complete
 
         key = prompts.completion_key(self.config, command)
         cached = self.completions.get(key, self.clock())
@@ -500,7 +454,6 @@ class Core:
 
     def _leave_completion(self, request_id: RequestId) -> list[Action]:
         """A cancelled request stops waiting for its completion; a run nobody waits for is stopped."""
-        from mcpwrap.protocol.actions import StopComplete
 
         for key, running in self.completing.items():
             left = [(ctx, prefix) for ctx, prefix in running.waiters if ctx.id != request_id]
@@ -620,7 +573,7 @@ class Core:
 
     def _advance(self, pending: asking.Pending) -> list[Action]:
         """Ask what is still missing, or start the call (or task)."""
-        from mcpwrap.protocol import actions, asking   # one statement: each import here costs per call
+        from mcpwrap.protocol import asking
 
         ctx = pending.ctx
         step = asking.next_step(pending)
@@ -634,8 +587,8 @@ class Core:
             self._consume(*pending.state)
         self.inflight[ctx.id] = ctx
         if pending.as_task:
-            return [actions.TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
-        return [actions.StartCall(ctx, pending.tool, pending.arguments)]
+            return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
+        return [StartCall(ctx, pending.tool, pending.arguments)]
 
     def _consume(self, nonce: str, expires_at: float) -> None:
         """The retry's requestState authorises this run and no other, in any process sharing the ledger."""
@@ -651,7 +604,6 @@ class Core:
 
     def _ask(self, pending: asking.Pending, question: asking.Question) -> list[Action]:
         from mcpwrap.protocol import asking
-        from mcpwrap.protocol.actions import StartTimer
         from mcpwrap.result import error_result
 
         ctx = pending.ctx
@@ -702,7 +654,6 @@ class Core:
     def _answer(self, response: Response) -> list[Action]:
         """A client's answer to our elicitation/create."""
         from mcpwrap.protocol import asking
-        from mcpwrap.protocol.actions import CancelTimer
         from mcpwrap.result import error_result
 
         key = str(response.id)
@@ -813,7 +764,6 @@ class Core:
             if self.listens.pop(request_id, None) is not None:
                 return self._drop_from_batch(request_id)
             if self.inflight.pop(request_id, None) is not None:
-                from mcpwrap.protocol.actions import CancelCall, CancelTimer
 
                 withdrawn: list[Action] = []
                 for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
@@ -843,7 +793,6 @@ class Core:
 
     # --- tasks (store I/O happens in the driver) ----------------------------------------
     def _task_request(self, ctx: Context) -> list[Action]:
-        from mcpwrap.protocol.actions import TaskOp
 
         task_id = ctx.params.get("taskId")
         if ctx.method in ("tasks/get", "tasks/result", "tasks/cancel", "tasks/update"):
@@ -868,7 +817,6 @@ class Core:
     def task_created(self, ctx: Context, record: TaskRecord) -> list[Action]:
         """The task handle; a legacy session also gets a watcher for its status notifications."""
         from mcpwrap.protocol import tasking
-        from mcpwrap.protocol.actions import TaskOp
 
         if not self._settled(ctx):
             return []

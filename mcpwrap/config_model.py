@@ -1,0 +1,229 @@
+"""The values a tools file becomes: frozen dataclasses, every default applied.
+
+Pure data: no I/O, and nothing of mcpwrap imported. `config` reads a file into these (and names
+them, so `config.Tool` and the like stay valid); everything after the loader reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+SUCCESS = frozenset({0})                 # the exit codes of a tool that names none
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A problem in a tools file, where a human should look for it."""
+    path: Path
+    line: int
+    col: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}: {self.message}"
+
+
+@dataclass(frozen=True)
+class PathRule:
+    """A path argument: resolved (symlinks, '..') against the tool's cwd before anything runs."""
+    within: tuple[str, ...] = ()       # absolute roots it must stay under (none: anywhere)
+    must_exist: bool = False
+    kind: str | None = None            # "file" | "dir"
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """What a tool's processes may touch (Landlock); paths absolute, the system baseline included."""
+    read: tuple[str, ...]
+    write: tuple[str, ...]
+    network: bool
+    required: bool                     # False: run even where the kernel cannot enforce all of it
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one call's processes; None is unlimited."""
+    memory: int | None = None          # bytes
+    cpu_s: float | None = None
+    processes: int | None = None
+    open_files: int | None = None
+    file_size: int | None = None       # bytes
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One `args.NAME` table: a JSON Schema fragment and what mcpwrap does with it."""
+    name: str
+    schema: Mapping[str, Any]          # the JSON Schema fragment, mcpwrap keys removed
+    required: bool
+    flag: str | None = None            # boolean rendered as this flag when true
+    elicit: bool = False               # ask the user when missing
+    path: PathRule | None = None
+
+    @property
+    def env_name(self) -> str:
+        return "MCP_ARG_" + self.name.upper()
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One `[tools.NAME]` table, every default applied: what the runner needs to run it."""
+    name: str
+    description: str
+    args: tuple[Arg, ...]
+    command: tuple[str | tuple[str, ...], ...] | None   # a tuple in it is an optional group
+    shell: str | None
+    cwd: Path
+    env: Mapping[str, str]
+    timeout_s: float
+    max_output: int
+    output: str                        # "text" | "json" | "mcp" | "image/..." | "audio/..." ("blob": resources)
+    title: str | None = None
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] = field(default_factory=dict)
+    stdin_arg: str | None = None
+    success_codes: frozenset[int] = SUCCESS
+    progress: re.Pattern[str] | None = None
+    concurrency: int | None = None
+    confirm: str | None = None
+    task: str = "never"
+    task_ttl_s: float = 3600.0
+    task_poll_s: float = 1.0
+    kill_grace_s: float = 2.0
+    sandbox: Sandbox | None = None
+    limits: Limits | None = None
+    env_inherit: bool | tuple[str, ...] = True   # the server's environment: all, none (PATH only), or these names
+
+    @cached_property
+    def input_schema(self) -> dict[str, Any]:
+        """The published inputSchema. An argument elicited when missing is not `required` there:
+        a client that follows the schema must be able to leave it out, or it is never asked."""
+        return self._schema([a.name for a in self.args if a.required and not a.elicit])
+
+    @cached_property
+    def call_schema(self) -> dict[str, Any]:
+        """What the arguments must satisfy when the call runs: elicited ones are required by then."""
+        return self._schema([a.name for a in self.args if a.required])
+
+    def _schema(self, required: list[str]) -> dict[str, Any]:
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {a.name: dict(a.schema) for a in self.args},
+            "additionalProperties": False,
+        }
+        if required:
+            schema["required"] = required
+        return schema
+
+    def arg(self, name: str) -> Arg | None:
+        return next((a for a in self.args if a.name == name), None)
+
+
+@dataclass(frozen=True)
+class Spool:
+    """Where output beyond max_output is kept: a disk quota per tools file (0: not kept) and a lifetime."""
+    quota: int = 256 * 1024 * 1024
+    ttl_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A file (`path`) or a command's output (`tool`, whose arguments are the template's variables)."""
+    name: str
+    uri: str | None                    # None for a template resource
+    uri_template: str | None
+    mime_type: str | None
+    title: str | None = None
+    description: str | None = None
+    path: Path | None = None
+    tool: Tool | None = None
+    blob: bool = False                 # command output as base64 rather than text
+    cache_ttl_ms: int = 0
+    cache_scope: str = "private"
+    completers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # arg -> argv of `complete`
+
+
+@dataclass(frozen=True)
+class PromptArg:
+    """A prompt argument (prompt arguments are strings)."""
+    name: str
+    required: bool
+    title: str | None = None
+    description: str | None = None
+    enum: tuple[str, ...] | None = None
+    examples: tuple[str, ...] = ()
+    complete: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class PromptMessage:
+    """One message: text with {name} substituted, an embedded resource, or a command's output."""
+    role: str
+    text: str | None = None
+    resource: str | None = None
+    tool: Tool | None = None
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A `[prompts.NAME]` table: its arguments and messages."""
+    name: str
+    args: tuple[PromptArg, ...]
+    messages: tuple[PromptMessage, ...]
+    title: str | None = None
+    description: str | None = None
+
+    def arg(self, name: str) -> PromptArg | None:
+        return next((a for a in self.args if a.name == name), None)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole tools file, checked: what a server serves until the next reload."""
+    path: Path
+    name: str
+    version: str
+    instructions: str | None
+    title: str | None
+    tools: tuple[Tool, ...]
+    digest: str                        # SHA-256 of the file's bytes: binds requestState and tasks
+    resources: tuple[Resource, ...] = ()
+    prompts: tuple[Prompt, ...] = ()
+    spool: Spool = field(default_factory=lambda: Spool())
+
+    @cached_property
+    def _by_name(self) -> dict[str, Tool]:
+        return {t.name: t for t in self.tools}
+
+    def tool(self, name: str) -> Tool | None:
+        """O(1): a call to the last of 10,000 tools costs what a call to the first does."""
+        return self._by_name.get(name)
+
+    def prompt(self, name: str) -> Prompt | None:
+        return next((p for p in self.prompts if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """Which of the file's tools a server exposes (`serve --read-only/--only/--exclude`)."""
+    read_only: bool = False
+    only: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
+
+    def unknown(self, config: Config) -> list[str]:
+        names = {t.name for t in config.tools}
+        return sorted((self.only | self.exclude) - names)
+
+    def apply(self, config: Config) -> Config:
+        if self == Toolset():
+            return config                   # all of them, as loaded (and without a pass over 10,000)
+        return replace(config, tools=tuple(
+            t for t in config.tools
+            if (not self.only or t.name in self.only) and t.name not in self.exclude
+            and (not self.read_only or t.annotations.get("readOnlyHint") is True)))
