@@ -56,7 +56,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -674,10 +674,18 @@ def _reschedule_all(tasks: list[trio.lowlevel.Task]) -> None:
         trio.lowlevel.reschedule(task)
 
 
+SPAWNERS = 4                # spawner threads: each waits for its child's exec with the GIL released
+
+
 @functools.cache
+def _spawners() -> Iterator[_Worker]:
+    return itertools.cycle([_Worker(f"mcpwrap-spawner-{n}") for n in range(SPAWNERS)])
+
+
 def _spawner() -> _Worker:
-    """The thread unconfined calls are spawned and moved into their cgroups on."""
-    return _Worker("mcpwrap-spawner")
+    """The next of the threads calls are spawned and moved into their cgroups on, in turn: a spawn
+    holds its thread until the child has exec'd, so one thread would allow one exec at a time."""
+    return next(_spawners())
 
 
 def _after_fork() -> None:
@@ -685,7 +693,7 @@ def _after_fork() -> None:
     it must not hold its parent's watchdog pipe open (the watchdog would wait for the child to see the
     parent die; its calls get one of their own)."""
     global _watched, _running
-    _spawner.cache_clear()
+    _spawners.cache_clear()
     if _watched is not None and _watched[1] >= 0:
         os.close(_watched[1])
     _watched, _running = None, 0
