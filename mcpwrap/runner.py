@@ -422,8 +422,8 @@ _hashed: dict[tuple[str, str | None], str] = {}           # (command, PATH) -> i
 
 def _command_path(command: str, env: Mapping[str, str] | None) -> str | None:
     """The command's path as last found on the PATH `env` gives, remembered as a shell's hash table
-    does: the child makes one execve instead of one per PATH entry before the command's (~25 us
-    a call here). None for a command not found (yet), or found relative to the call's cwd."""
+    does: the child makes one execve instead of one per PATH entry before the command's. None for
+    a command not found (yet), or found relative to the call's cwd."""
     if "/" in command:
         return command
     key = (command, (os.environ if env is None else env).get("PATH"))
@@ -616,8 +616,7 @@ class _Worker:
     thread; when it fails every job fails with its error, so nothing runs without it.
 
     Jobs queued meanwhile run in a row and their tasks are woken by one `run_sync_soon`: woken
-    one by one, each woke the loop and handed the GIL back and forth (pipelined calls: 0.39 ->
-    0.24 ms of server CPU a call, 1,000 -> 1,250 calls/s)."""
+    one by one, each woke the loop and handed the GIL back and forth (bench/README.md)."""
 
     def __init__(self, name: str, setup: Callable[[], None] | None = None) -> None:
         self.jobs: queue.SimpleQueue[Callable[[BaseException | None], _Woken] | None] = queue.SimpleQueue()
@@ -878,12 +877,13 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
                  confinement: _Confinement | None, tag: str) -> _Call:
     """Start the command in a new session with fresh pipes, contained; OSError/SubprocessError when it cannot.
 
-    The spawn and the move into its cgroup run on the spawner thread: a cgroup.procs write may
-    wait for an RCU grace period in the kernel, which on the loop held every other request, and
-    Popen's fork (a preexec_fn, for limits, runs in it) would too. A sandbox without limits is
-    entered by spawning from its policy's thread (Landlock binds a thread; the child runs no
-    code), and moved from the spawner thread, which may write cgroup files. The child's ends of
-    the pipes are closed once it has started; ours only if it did not.
+    The spawn and the move into its cgroup run on a spawner thread (`_spawner`): a cgroup.procs
+    write may wait for an RCU grace period in the kernel, which on the loop held every other
+    request, and Popen waits there until the child has exec'd (a preexec_fn, for limits, runs in
+    the child meanwhile). A sandbox without limits is entered by spawning from its policy's thread
+    (Landlock binds a thread, so the child runs no code), and moved from a spawner thread, which
+    may write cgroup files. The child's ends of the pipes are closed once it has started; ours
+    only if it did not.
     """
     with contextlib.ExitStack() as ours, contextlib.ExitStack() as theirs:
         out_r, out_w = _pipe(ours, theirs)
