@@ -3,8 +3,8 @@
 Each call prints ~1 MB (`head -c 1000000 /dev/zero | tr '\\0' x`); the batch is one 2025-03-26
 request line (stdio) or POST (HTTP, in a session). Measured against the same server idle (after
 `initialize` and one small call): the server's peak RSS (VmHWM from /proc/PID/status) and the peak
-of VmRSS summed over the server and every process it forked (sampled every 5 ms; the spawn helper
-and the tools' processes included). Target: the server's peak <= 60 MiB over idle. Standard
+of VmRSS summed over the server and every process it forked (sampled every 5 ms; the tools'
+processes included). Target: the server's peak <= 60 MiB over idle. Standard
 library only; prints a table, then one JSON line; exit status 1 when a target fails.
 
     .venv/bin/python bench/batch_rss.py [--max-calls 16] [--calls 80]
@@ -46,7 +46,7 @@ def status_kib(pid: int, field: str) -> int:
 
 
 def tree(pid: int) -> list[int]:
-    """The server and the processes it forked that are still mcpwrap (its spawn helper), from
+    """The server and the processes it forked that are still mcpwrap, from
     /proc/*/stat; the tools' own processes are left out."""
     children: dict[int, list[int]] = {}
     comm = Path(f"/proc/{pid}/comm").read_text().strip()

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 
 from mcpwrap.config import Limits
-from mcpwrap.spawner import read_file
+from mcpwrap.procfs import read_file
 
 CGROUP_ENV = "MCPWRAP_LIMITS_CGROUP"
 REMOVE_S = 1.0                  # at exit, the per-process directories get this long to empty

@@ -14,8 +14,7 @@ Containment (`containment()` says which is in force): descendants that leave
 the process group (setsid, double fork) are still found. Where a writable
 cgroup v2 tree with `cgroup.kill` exists, each call's leader is moved right
 after spawn into a cgroup of its own under one directory for this process,
-and ended with `cgroup.kill`; one left empty is kept for a later call (checked
-empty again before it is reused), which saves a mkdir and an rmdir. Every child also inherits a per-call
+and ended with `cgroup.kill`. Every child also inherits a per-call
 `MCPWRAP_CALL` tag: what the leader forked before its move is found by it
 (among the pids allocated since) and moved in too; a sweep of /proc/*/environ
 SIGKILLs what carries it when there is no cgroup, or when that chase could not
@@ -40,11 +39,9 @@ reported once and dropped for the call. JSON from
 
 from __future__ import annotations
 
-import array
 import atexit
 import base64
 import contextlib
-import errno
 import functools
 import itertools
 import math
@@ -52,29 +49,27 @@ import os
 import queue
 import re
 import secrets
-import select
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
 
-from mcpwrap import forker, jsonrpc, landlock, limits, spawner
+from mcpwrap import jsonrpc, landlock, limits
 from mcpwrap.config import Limits, Sandbox, Tool
 from mcpwrap.durable import UnsafePathError, make_private_dir
 from mcpwrap.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
+from mcpwrap.procfs import adopt_early_forks, last_pid, mid_exec, proc_stat, read_file as _read
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
-from mcpwrap.spawner import adopt_early_forks, last_pid, mid_exec, proc_stat, read_file as _read
 from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.validation import resolve_paths
 
@@ -427,8 +422,8 @@ _hashed: dict[tuple[str, str | None], str] = {}           # (command, PATH) -> i
 
 def _command_path(command: str, env: Mapping[str, str] | None) -> str | None:
     """The command's path as last found on the PATH `env` gives, remembered as a shell's hash table
-    does: the child makes one execve instead of one per PATH entry before the command's (~25 us
-    a call here). None for a command not found (yet), or found relative to the call's cwd."""
+    does: the child makes one execve instead of one per PATH entry before the command's. None for
+    a command not found (yet), or found relative to the call's cwd."""
     if "/" in command:
         return command
     key = (command, (os.environ if env is None else env).get("PATH"))
@@ -469,111 +464,53 @@ async def _poll(done: Callable[[], bool], limit_s: float) -> bool:
     return False
 
 
-SPARE_CGROUPS = 128         # emptied call cgroups kept for reuse: a mkdir and an rmdir less per call
-_SPARES: list[str] = []
-_cgroup_fds: dict[str, tuple[int, int]] = {}
-
-
-def _cgroup_files(path: str) -> tuple[int, int]:
-    """A call cgroup's cgroup.events and cgroup.procs, open while it lives: its reuses open neither."""
-    fds = _cgroup_fds.get(path)
-    if fds is None:
-        events = os.open(os.path.join(path, "cgroup.events"), os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
-        except OSError:
-            os.close(events)
-            raise
-        fds = _cgroup_fds[path] = (events, procs)
-    return fds
-
-
 def _emptied_cgroup(path: str) -> bool:
-    fds = _cgroup_fds.get(path)
-    try:
-        events = os.pread(fds[0], 512, 0) if fds else _read(os.path.join(path, "cgroup.events"))
-    except OSError:
-        return False
-    return b"populated 0" in events
-
-
-def _remove_cgroup(path: str) -> bool:
-    """rmdir_cgroup, closing what `_cgroup_files` kept open (reopened should it be kept after all)."""
-    for fd in _cgroup_fds.pop(path, ()):
-        os.close(fd)
-    return _rmdir(path)
-
-
-def _spare_cgroup(server: str) -> str | None:
-    """An emptied call cgroup of this server's to reuse, checked empty first.
-
-    Nothing enters an empty cgroup by itself; one that something was moved into since (only a
-    process allowed to write cgroup files can) is killed and dropped, never handed to a call.
-    """
-    while True:
-        try:
-            path = _SPARES.pop()                        # taken by the spawner thread and the loop alike
-        except IndexError:
-            return None
-        if os.path.dirname(path) == server and _emptied_cgroup(path):
-            return path
-        with contextlib.suppress(OSError):
-            _write(os.path.join(path, "cgroup.kill"), "1")
-        _remove_cgroup(path)            # when its members are still dying, the exit handler removes it
-
-
-def _keep_spare(path: str) -> bool:
-    """Keep a call's cgroup for the next call once it is empty; False when it is not, or enough are kept."""
-    if len(_SPARES) >= SPARE_CGROUPS or not _emptied_cgroup(path):
-        return False
-    _SPARES.append(path)
-    return True
+    return b"populated 0" in _read(os.path.join(path, "cgroup.events"))
 
 
 def _contain(pid: int, tag: str) -> tuple[str | None, bool]:
     """Move a fresh leader into a cgroup of its own: (that cgroup or None, whether the end-of-call
-    tag sweep is still needed). Only system calls: it runs on the spawner thread too."""
+    tag sweep is still needed). Only system calls: the spawner thread runs it (see `_spawn`)."""
     server = _server_cgroup()
     if server is None:
         return None, True
-    path = _spare_cgroup(server)
-    if path is None:
-        try:
-            os.mkdir(path := os.path.join(server, tag))
-        except OSError:
-            return None, True
     try:
-        procs = _cgroup_files(path)[1]
-        os.write(procs, b"%d" % pid)
+        os.mkdir(path := os.path.join(server, tag))
     except OSError:
-        _remove_cgroup(path)
         return None, True
-    return path, not adopt_early_forks(pid, f"{CALL_ENV}={tag}".encode(), procs)
+    try:
+        procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        _rmdir(path)
+        return None, True
+    try:
+        os.write(procs, b"%d" % pid)
+        return path, not adopt_early_forks(pid, f"{CALL_ENV}={tag}".encode(), procs)
+    except OSError:
+        _rmdir(path)
+        return None, True
+    finally:
+        os.close(procs)
 
 
 @dataclass
 class _Call:
     """One call's processes: the leader's group, its cgroup if any, and the environment tag."""
-    process: _Child | _RemoteChild
+    process: _Child
     tag: str
     cgroup: str | None = None
     sweep: bool = True              # False once nothing can have escaped the cgroup
-    spare: bool = False             # the cgroup may be kept for another call (not one with limits)
     ended: bool = False
 
     def __post_init__(self) -> None:
-        # Our own pidfd tells when the leader exits without reaping it (see _alone); the spawn
-        # helper's report tells for a leader it started.
+        # Our own pidfd tells when the leader exits without reaping it (see _alone).
         self.pidfd: int | None = None
-        if not isinstance(self.process, _RemoteChild):
-            with contextlib.suppress(OSError):
-                self.pidfd = os.pidfd_open(self.process.pid)
+        with contextlib.suppress(OSError):
+            self.pidfd = os.pidfd_open(self.process.pid)
 
     async def exited(self) -> None:
         """Until the leader exits; unlike Process.wait it does not reap it."""
-        if isinstance(self.process, _RemoteChild):
-            await self.process.exited()
-        elif self.pidfd is None:
+        if self.pidfd is None:
             await self.process.wait()
         else:
             await trio.lowlevel.wait_readable(self.pidfd)
@@ -583,8 +520,6 @@ class _Call:
 
         Until it is reaped its pid stays taken: no later process can bring ns_last_pid back to it.
         """
-        if isinstance(self.process, _RemoteChild):
-            return self.process.alone
         try:
             exited = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         except ChildProcessError:                       # reaped already: its pid may be anyone's now
@@ -592,7 +527,7 @@ class _Call:
         return exited and last_pid() == self.process.pid
 
     def _cgroup_members(self) -> list[int]:
-        """Who is in the call's cgroup (an emptied one, read from the kept-open events, needs no list)."""
+        """Who is in the call's cgroup (none to list once it reads emptied)."""
         if not self.cgroup or _emptied_cgroup(self.cgroup):
             return []
         return [int(pid) for pid in _read(os.path.join(self.cgroup, "cgroup.procs")).split()]
@@ -608,11 +543,6 @@ class _Call:
         pgid = self.process.pid
         if self._alone():                               # the common case: a command that forked nothing
             self.sweep = False
-        elif isinstance(self.process, _RemoteChild) and self.process.released:
-            self.sweep = True                           # its pid is no longer held for us: only the cgroup
-            if self.cgroup:                             # and the tag still name the call's processes
-                with contextlib.suppress(OSError):
-                    _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
         else:
             termed = _signal_group(pgid, signal.SIGTERM)
             for pid in self._cgroup_members():          # members that left the group (setsid)
@@ -632,16 +562,10 @@ class _Call:
             self.pidfd = None
         if self.cgroup:                                 # SIGKILLed members leave at once; else exit cleans up
             path = self.cgroup
-            await _poll(lambda: (self.spare and _keep_spare(path)) or _remove_cgroup(path), FLUSH_S)
+            await _poll(lambda: _rmdir(path), FLUSH_S)
         if self.sweep:
             await _sweep(self.tag)
         self.ended = True
-
-
-@functools.cache
-def _spawn_slots() -> trio.CapacityLimiter:
-    """Spawns in flight at once: more threads than cores only fight over the GIL."""
-    return trio.CapacityLimiter(2 * (os.cpu_count() or 1))
 
 
 @functools.cache
@@ -692,8 +616,7 @@ class _Worker:
     thread; when it fails every job fails with its error, so nothing runs without it.
 
     Jobs queued meanwhile run in a row and their tasks are woken by one `run_sync_soon`: woken
-    one by one, each woke the loop and handed the GIL back and forth (pipelined calls: 0.39 ->
-    0.24 ms of server CPU a call, 1,000 -> 1,250 calls/s)."""
+    one by one, each woke the loop and handed the GIL back and forth (bench/README.md)."""
 
     def __init__(self, name: str, setup: Callable[[], None] | None = None) -> None:
         self.jobs: queue.SimpleQueue[Callable[[BaseException | None], _Woken] | None] = queue.SimpleQueue()
@@ -750,24 +673,26 @@ def _reschedule_all(tasks: list[trio.lowlevel.Task]) -> None:
         trio.lowlevel.reschedule(task)
 
 
+SPAWNERS = 4                # spawner threads: each waits for its child's exec with the GIL released
+
+
 @functools.cache
+def _spawners() -> Iterator[_Worker]:
+    return itertools.cycle([_Worker(f"mcpwrap-spawner-{n}") for n in range(SPAWNERS)])
+
+
 def _spawner() -> _Worker:
-    """The thread unconfined calls are spawned and moved into their cgroups on."""
-    return _Worker("mcpwrap-spawner")
+    """The next of the threads calls are spawned and moved into their cgroups on, in turn: a spawn
+    holds its thread until the child has exec'd, so one thread would allow one exec at a time."""
+    return next(_spawners())
 
 
 def _after_fork() -> None:
-    """A forked child has none of its parent's threads (its calls start a spawner of their own), the
-    cgroups its parent kept for reuse (and their files held open) are the parent's to use, and it must
-    not hold its parent's watchdog pipe open (the watchdog would wait for the child to see the parent
-    die; its calls get one of their own)."""
+    """A forked child has none of its parent's threads (its calls start a spawner of their own), and
+    it must not hold its parent's watchdog pipe open (the watchdog would wait for the child to see the
+    parent die; its calls get one of their own)."""
     global _watched, _running
-    _spawner.cache_clear()
-    stop_spawn_helper()                                 # the parent's (closing our copy leaves it to the parent)
-    _SPARES.clear()
-    for fd in itertools.chain.from_iterable(_cgroup_fds.values()):
-        os.close(fd)
-    _cgroup_fds.clear()
+    _spawners.cache_clear()
     if _watched is not None and _watched[1] >= 0:
         os.close(_watched[1])
     _watched, _running = None, 0
@@ -932,379 +857,50 @@ class _Child:
         return self.popen.returncode  # type: ignore[return-value]
 
 
-class _HelperLost(OSError):
-    """The spawn helper exited before it reported a spawn: whatever it started was ended."""
+def _pipe(ours: contextlib.ExitStack, theirs: contextlib.ExitStack, child_reads: bool = False) -> tuple[int, int]:
+    """A pipe (read end, write end): the child's end is closed with `theirs`, ours with `ours`."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    ours.callback(os.close, w if child_reads else r)
+    theirs.callback(os.close, r if child_reads else w)
+    return r, w
 
 
-@dataclass(eq=False)
-class _Remote:
-    """What the spawn helper said about one call."""
-    answer: list[Any] | None = None                 # SPAWNED or FAILED
-    exit: list[Any] | None = None                   # EXITED
-    lost: bool = False                              # the helper exited first
-    waiter: trio.lowlevel.Task | None = None
-
-
-class _SpawnHelper:
-    """This process's end of its spawn helper (`mcpwrap.spawner`). Requests are sent without
-    blocking; answers are read on the loop by whichever waiting task finds no other reading
-    (wait_readable allows one), which hands each its message, and its place to another waiter when
-    it leaves: no thread and no GIL hand-off between the loop and the helper."""
-
-    def __init__(self) -> None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        self.process, self.socket = forker.start_peer(["-c", _HELPER, root], cwd="/")
-        self.token = trio.lowlevel.current_trio_token()
-        self.ready = False                              # until its first message: spawns stay in-process meanwhile
-        self.dead = False
-        self.reading = False
-        self.calls: dict[int, _Remote] = {}             # id -> the call, until its leader is reaped
-        self.waiting: set[_Remote] = set()
-        self.outgoing: list[tuple[bytes, list[int]]] = []      # requests of this loop pass, and their fds
-        self.flushing = False
-        self.pongs = 0                                  # PINGs answered
-        self.pinged: int | None = None                  # pongs when the last PING went out
-        self.ids = itertools.count()
-        threading.Thread(target=self.process.wait, name=f"reap-{self.process.pid}", daemon=True).start()
-
-    def usable(self) -> bool:
-        """Ready, alive, and serving this trio run (a later run takes it over once it is idle)."""
-        if self.dead:
-            return False
-        if (token := trio.lowlevel.current_trio_token()) is not self.token:
-            if self.calls:
-                return False
-            self.token, self.flushing = token, False    # what the last run left unsent goes now
-            self._flush()
-        if not self.ready:
-            try:
-                self._take(self.socket.recv(READ_CHUNK))  # READY: nothing else comes before a request
-            except BlockingIOError:
-                pass
-            except OSError:
-                self._take(b"")
-        return self.ready and not self.dead
-
-    def _take(self, data: bytes) -> None:
-        if not data:                                    # EOF: it exited
-            self.dead = True
-            for request, _ in self.outgoing:            # not sent yet: those go the in-process way
-                self._refuse(request)
-            self.outgoing.clear()
-            for remote in self.calls.values():          # what it held is lost
-                remote.lost = True
-                self._wake(remote)
-            return
-        for message in orjson.loads(data):
-            if message[0] == spawner.READY:
-                self.ready = True
-            elif message[0] == spawner.PONG:
-                self.pongs += 1
-            elif (found := self.calls.get(message[1])) is not None:
-                if message[0] == spawner.EXITED:
-                    found.exit = message
-                else:
-                    found.answer = message
-                self._wake(found)
-
-    def _wake(self, remote: _Remote) -> None:
-        if remote.waiter is not None:
-            self.waiting.discard(remote)
-            task, remote.waiter = remote.waiter, None
-            trio.lowlevel.reschedule(task)
-
-    async def until(self, remote: _Remote, ready: Callable[[], bool], cancellable: bool) -> None:
-        """Until ready() or the helper is gone. A wait that may not be cancelled (a spawn's answer:
-        the command was or will be started; a leader's exit once it was killed) checks every
-        HELPER_ANSWER_S that the helper lives (`_check_alive`): a dead or stopped one loses its
-        calls, none hangs on it."""
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            if not cancellable:
-                return trio.lowlevel.Abort.FAILED
-            self.waiting.discard(remote)
-            remote.waiter = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        while not (ready() or remote.lost):
-            if self.reading:                            # woken with its message, or to read in turn
-                remote.waiter = trio.lowlevel.current_task()
-                self.waiting.add(remote)
-                await trio.lowlevel.wait_task_rescheduled(abort)
-                continue
-            self.reading = True
-            try:
-                if cancellable:
-                    await trio.lowlevel.wait_readable(self.socket)
-                else:
-                    with trio.CancelScope(shield=True, deadline=trio.current_time() + HELPER_ANSWER_S) as scope:
-                        await trio.lowlevel.wait_readable(self.socket)
-                    if scope.cancelled_caught:
-                        self._check_alive()
-                try:
-                    while not self.dead:
-                        self._take(self.socket.recv(READ_CHUNK))
-                except BlockingIOError:
-                    pass
-                except OSError:                         # reset: it died with requests unread
-                    self._take(b"")
-            finally:
-                self.reading = False
-                if self.dead:                           # nobody waits on it now, nor will
-                    trio.lowlevel.notify_closing(self.socket)
-                    self.socket.close()
-                if self.waiting:                        # the next reader
-                    self._wake(next(iter(self.waiting)))
-
-    def _check_alive(self) -> None:
-        """An answer is overdue: the helper is asked to show it is alive (its loop answers at once
-        however busy its spawning threads are: an exec or an exit stuck in the kernel is waited
-        for, as in-process); one that did not answer the last time is killed, and its EOF follows."""
-        if self.pinged is not None and self.pinged == self.pongs:
-            _stderr_warning(f"the spawn helper did not answer in {2 * HELPER_ANSWER_S:g}s: it is killed")
-            self.process.kill()
-        else:
-            self.pinged = self.pongs
-            self._queue(orjson.dumps([spawner.PING]), [])
-
-    async def spawn(self, executable: str, argv: list[str], options: dict[str, Any], tag: str,
-                    procs: int) -> _Remote | None:
-        """Have the helper start the command and move it; None when it cannot take the request now."""
-        call_id = next(self.ids)
-        try:
-            request = orjson.dumps([spawner.SPAWN, call_id, executable, argv, options["cwd"], options["env"],
-                                    f"{CALL_ENV}={tag}"])
-        except orjson.JSONEncodeError:                  # bytes that are not UTF-8 (an inherited variable's)
-            return None
-        if len(request) > spawner.MESSAGE_MAX:
-            return None
-        remote = self.calls[call_id] = _Remote()
-        self._queue(request, [options["stdin"], options["stdout"], options["stderr"], procs])
-        await self.until(remote, lambda: remote.answer is not None, cancellable=False)
-        if remote.answer is not None and remote.answer[0] == spawner.FAILED:
-            del self.calls[call_id]
-        return remote
-
-    def reap(self, remote: _Remote) -> None:
-        """The leader may go: the server is done with its pid."""
-        if remote.answer is not None and self.calls.pop(remote.answer[1], None) is not None and not self.dead:
-            self._queue(orjson.dumps([spawner.REAP, remote.answer[1]]), [])
-
-    def _queue(self, request: bytes, fds: list[int]) -> None:
-        """Requests leave together once this pass of the loop is over: the helper, woken once for them,
-        takes no CPU from the loop per request."""
-        self.outgoing.append((request, fds))
-        if not self.flushing:
-            self.flushing = True
-            self.token.run_sync_soon(self._flush)
-
-    def _flush(self) -> None:
-        self.flushing = False
-        while self.outgoing and not self.dead:
-            size, passing, count = 2, 0, 0
-            for request, fds in self.outgoing:
-                size, passing = size + len(request) + 1, passing + len(fds)
-                if count and (size > spawner.MESSAGE_MAX or passing > spawner.FDS_MAX):
-                    break
-                count += 1
-            batch, self.outgoing = self.outgoing[:count], self.outgoing[count:]
-            passed = array.array("i", [fd for _, fds in batch for fd in fds])
-            try:
-                self.socket.sendmsg([b"[" + b",".join(request for request, _ in batch) + b"]"],
-                                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, passed)] if passed else [])
-            except BlockingIOError:                     # full: spawns go the in-process way, reaps wait for room
-                self.outgoing = [item for item in batch + self.outgoing if not self._refuse(item[0])]
-                if self.outgoing:
-                    threading.Thread(target=self._flush_when_room, daemon=True).start()
-                return
-            except OSError:                             # gone
-                self.outgoing = batch + self.outgoing
-                self._take(b"")
-        for request, _ in self.outgoing:               # it died with these unsent
-            self._refuse(request)
-        self.outgoing.clear()
-
-    def _refuse(self, request: bytes) -> bool:
-        """A spawn not sent is answered FAILED here (the in-process way runs it); False for a reap."""
-        message = orjson.loads(request)
-        if message[0] != spawner.SPAWN:
-            return False
-        self._take(orjson.dumps([[spawner.FAILED, message[1], 0, "not sent"]]))
-        return True
-
-    def _flush_when_room(self) -> None:
-        with contextlib.suppress(OSError, ValueError, trio.RunFinishedError):    # closed, or the run is over
-            select.select([], [self.socket], [])
-            self.token.run_sync_soon(self._flush)
-
-
-_HELPER = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.spawner import main; main(sys.argv[2:])"
-HELPER_STARTS = 3           # a helper that keeps dying is given up for this process (spawns stay in-process)
-HELPER_ANSWER_S = 5.0       # an answer this late: is the helper alive? No answer to that this long: killed
-_helper: _SpawnHelper | None = None
-_helper_starts = 0
-
-
-def _spawn_helper() -> _SpawnHelper | None:
-    """This process's spawn helper once it is ready; started on first need, replaced if it died."""
-    global _helper, _helper_starts
-    if _helper is not None and not _helper.dead:
-        return _helper if _helper.usable() else None
-    if _helper_starts >= HELPER_STARTS:
-        return None
-    _helper_starts += 1
-    try:
-        _helper = _SpawnHelper()
-    except OSError as exc:
-        _helper_starts = HELPER_STARTS
-        _stderr_warning(f"no spawn helper ({exc}): concurrent calls are spawned in-process")
-    return None
-
-
-def stop_spawn_helper() -> None:
-    """Let go of this process's spawn helper: it exits at EOF, and the next concurrent call starts another."""
-    global _helper, _helper_starts
-    if _helper is not None:
-        _helper.socket.close()
-        _helper, _helper_starts = None, 0
-
-
-class _RemoteChild:
-    """A command the spawn helper started: the face of _Child, with the exit as the helper reports it."""
-
-    def __init__(self, helper: _SpawnHelper, remote: _Remote, pid: int, stdin: int | None, stdout: int,
-                 stderr: int) -> None:
-        self.helper, self.remote, self.pid = helper, remote, pid
-        self.stdin = trio.lowlevel.FdStream(stdin) if stdin is not None else None
-        self.stdout = trio.lowlevel.FdStream(stdout)
-        self.stderr = trio.lowlevel.FdStream(stderr)
-
-    @property
-    def returncode(self) -> int | None:
-        return self.remote.exit[2] if self.remote.exit is not None else None
-
-    @property
-    def released(self) -> bool:
-        """The helper is gone, and with it the hold on the leader's pid (another reaped it)."""
-        return self.remote.lost
-
-    @property
-    def lost(self) -> bool:
-        """The helper exited before the leader did: its exit status is unknown."""
-        return self.remote.lost and self.remote.exit is None
-
-    @property
-    def alone(self) -> bool:
-        return self.remote.exit is not None and bool(self.remote.exit[3])
-
-    def poll(self) -> int | None:
-        return self.returncode
-
-    async def exited(self) -> None:
-        await self.helper.until(self.remote, lambda: self.remote.exit is not None, cancellable=True)
-
-    async def wait(self) -> int | None:
-        """Once the call's processes were ended: the exit, then the helper may reap the leader."""
-        await self.helper.until(self.remote, lambda: self.remote.exit is not None, cancellable=False)
-        self.helper.reap(self.remote)
-        return self.returncode
-
-
-async def _spawn_by_helper(argv: list[str], options: dict[str, Any], tag: str,
-                           ours: list[int | None]) -> tuple[_RemoteChild, str | None, bool] | None:
-    """Spawn and move on the helper: (child, cgroup, sweep), or None for the in-process way (no helper
-    ready, no cgroups, a command not found yet: that way reports it as before, or a refused request)."""
-    helper, server = _spawn_helper(), _server_cgroup()
-    executable = _command_path(argv[0], options["env"])
-    if helper is None or server is None or executable is None:
-        return None
-    path = _spare_cgroup(server)
-    try:
-        if path is None:
-            os.mkdir(path := os.path.join(server, tag))
-        procs = _cgroup_files(path)[1]
-    except OSError:
-        if path is not None:
-            _remove_cgroup(path)
-        return None
-    remote = await helper.spawn(executable, argv, options, tag, procs)
-    if remote is None or (remote.answer is not None and remote.answer[0] == spawner.FAILED):
-        _keep_spare(path) or _remove_cgroup(path)       # nothing went in; the in-process way says why
-        return None
-    if remote.lost:                                     # it may have started the command
-        with contextlib.suppress(OSError):
-            _write(os.path.join(path, "cgroup.kill"), "1")
-        await _poll(lambda: _remove_cgroup(path), FLUSH_S)
-        await _sweep(tag)
-        raise _HelperLost(errno.ECHILD, "mcpwrap's spawn helper exited during the spawn")
-    _, _, pid, moved, sweep = remote.answer  # type: ignore[misc]
-    if not moved:
-        _remove_cgroup(path)
-    out_r, err_r, in_w = ours
-    child = _RemoteChild(helper, remote, pid, in_w, out_r, err_r)  # type: ignore[arg-type]
-    return child, path if moved else None, sweep
+def _start(argv: list[str], options: dict[str, Any], tag: str, joined: str | None
+           ) -> tuple[subprocess.Popen[bytes], str | None, bool]:
+    """Popen, then the move into the call's cgroup: (the leader, its cgroup, whether the sweep is
+    still needed). A child that `joined` its cgroup itself (preexec) did so before it could fork."""
+    popen = _popen(argv, options)
+    return (popen, joined, False) if joined else (popen, *_contain(popen.pid, tag))
 
 
 async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str],
                  confinement: _Confinement | None, tag: str) -> _Call:
     """Start the command in a new session with fresh pipes, contained; OSError/SubprocessError when it cannot.
 
-    Three ways, one containment. The only call running is spawned on the loop itself (it has
-    nothing else to do meanwhile; a hop only added latency), and moved into its cgroup on the
-    spawner thread: a cgroup.procs write waits for an RCU grace period once the kernel's cgroup
-    lock has gone unused for a while (~9 ms here after ~40 ms without one), which on the loop held
-    every other request. A call beside others is spawned and moved by the spawn helper
-    (`mcpwrap.spawner`, cgroup containment only): on a thread here each spawn handed the GIL
-    back and forth with the loop at every system call of Popen and the move (~8 a spawn), and
-    pipelined throughput stopped near 0.65 x the thread-pool floor; in a process of its own,
-    with two spawning threads and requests and answers batched per loop pass, 0.65 -> 0.69 x
-    in the same A/B runs (bench/README.md has the figures). Until the helper is ready, for a
-    request too big for it, or for one it could not start (the in-process way then gives the
-    answer it always gave), such a call takes the spawner thread. The move follows the spawn on
-    the same thread either way, so the window for forks before it (`adopt_early_forks`) is no
-    wider. A confined command forks to run Python in the child (which joins its cgroup before
-    exec), or is spawned from its sandbox's thread.
+    The spawn and the move into its cgroup run on a spawner thread (`_spawner`): a cgroup.procs
+    write may wait for an RCU grace period in the kernel, which on the loop held every other
+    request, and Popen waits there until the child has exec'd (a preexec_fn, for limits, runs in
+    the child meanwhile). A sandbox without limits is entered by spawning from its policy's thread
+    (Landlock binds a thread, so the child runs no code), and moved from a spawner thread, which
+    may write cgroup files. The child's ends of the pipes are closed once it has started; ours
+    only if it did not.
     """
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
-    in_r, in_w = os.pipe2(os.O_CLOEXEC) if stdin_pipe else (None, None)
-    options: dict[str, Any] = dict(stdin=_devnull() if in_r is None else in_r, stdout=out_w, stderr=err_w,
-                                   cwd=cwd, env=env, start_new_session=True, close_fds=True,
-                                   preexec_fn=confinement.preexec if confinement else None)
-    ours = [out_r, err_r, in_w]
-
-    def contained() -> tuple[subprocess.Popen[bytes], str | None, bool]:
-        popen = _popen(argv, options)
-        return popen, *_contain(popen.pid, tag)
-
-    try:
-        if confinement is None and _running > 1 and (by_helper := await _spawn_by_helper(argv, options, tag, ours)):
-            child, cgroup, sweep = by_helper
-            return _Call(child, tag, cgroup, sweep, spare=True)
-        if confinement is None and _running == 1:      # nothing else to do meanwhile: no hop
-            popen = _popen(argv, options)
+    with contextlib.ExitStack() as ours, contextlib.ExitStack() as theirs:
+        out_r, out_w = _pipe(ours, theirs)
+        err_r, err_w = _pipe(ours, theirs)
+        in_r, in_w = _pipe(ours, theirs, child_reads=True) if stdin_pipe else (None, None)
+        options: dict[str, Any] = dict(stdin=_devnull() if in_r is None else in_r, stdout=out_w, stderr=err_w,
+                                       cwd=cwd, env=env, start_new_session=True, close_fds=True,
+                                       preexec_fn=confinement.preexec if confinement else None)
+        sandboxed = confinement.sandboxed if confinement is not None and confinement.preexec is None else None
+        if sandboxed is not None:
+            popen = await sandboxed.spawn(argv, options)
             cgroup, sweep = await _spawner().run(functools.partial(_contain, popen.pid, tag))
-        elif confinement is None:
-            popen, cgroup, sweep = await _spawner().run(contained)
         else:
-            async with _spawn_slots():
-                if confinement.sandboxed is not None and confinement.preexec is None:
-                    popen = await confinement.sandboxed.spawn(argv, options)
-                else:
-                    popen = await trio.to_thread.run_sync(_popen, argv, options)
-            # with limits the child joined its cgroup before it could fork
-            cgroup, sweep = ((confinement.cgroup, False) if confinement.cgroup
-                             else await _spawner().run(functools.partial(_contain, popen.pid, tag)))
-    except BaseException:
-        for fd in ours:
-            if fd is not None:
-                os.close(fd)
-        raise
-    finally:
-        for child_end in (out_w, err_w, in_r):
-            if child_end is not None:
-                os.close(child_end)
-    return _Call(_Child(popen, in_w, out_r, err_r), tag, cgroup, sweep,     # a cgroup with limits is not reused
-                 spare=confinement is None or confinement.cgroup is None)
+            joined = confinement.cgroup if confinement is not None else None
+            popen, cgroup, sweep = await _spawner().run(functools.partial(_start, argv, options, tag, joined))
+        ours.pop_all()
+    return _Call(_Child(popen, in_w, out_r, err_r), tag, cgroup, sweep)
 
 
 async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: trio.CancelScope,
@@ -1461,8 +1057,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
             confinement.close()
             confinement.release()
         return error_result(f"cannot start {argv[0]!r}" + (" confined as its tools file asks" if confinement else "")
-                            + f": {getattr(exc, 'strerror', None) or exc}"
-                            + ("; what it had started was ended" if isinstance(exc, _HelperLost) else "; nothing ran"))
+                            + f": {getattr(exc, 'strerror', None) or exc}; nothing ran")
     process = call.process
     keeper = _Keeper(spool, tool.max_output, on_warning)
     timed_out = False
@@ -1504,9 +1099,6 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
                     await trio.to_thread.run_sync(confinement.close)
                 confinement.release()
             links = await keeper.finish(tool)
-    if isinstance(process, _RemoteChild) and process.lost:
-        return error_result(f"mcpwrap's spawn helper exited while {tool.name!r} ran: its processes were ended "
-                            "and its exit status is unknown")
     return make_result(tool, bytes(capture.stdout), capture.dropped, process.returncode,
                        timed_out, capture.stderr_tail.decode("utf-8", "replace"),
                        time.monotonic() - started, links, limit_hit[0] if limit_hit else None)
@@ -1575,4 +1167,4 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
     return ToolResult(content=content, structured=structured, is_error=is_error, **meta)
 
 
-__all__ = ["ArgumentError", "containment", "run", "stop_spawn_helper"]
+__all__ = ["ArgumentError", "containment", "run"]

@@ -115,7 +115,7 @@ from mcpwrap.protocol.tasking import (
     valid_id,
 )
 from mcpwrap.protocol.tools import ProtocolError
-from mcpwrap.spawner import proc_stat
+from mcpwrap.procfs import proc_stat
 
 if TYPE_CHECKING:
     import trio

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
-from mcpwrap import runner
 from tests import procs
 
 settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
@@ -38,7 +37,6 @@ os.environ[procs.TAG] = f"{os.getpid()}-{secrets.token_hex(6)}"
 @pytest.fixture(autouse=True)
 def no_leftover_processes() -> Iterator[None]:
     yield
-    runner.stop_spawn_helper()            # a test that ran concurrent calls in this process started it
     deadline = time.monotonic() + 5
     while (leftovers := list(procs.mine())) and time.monotonic() < deadline:
         time.sleep(0.05)

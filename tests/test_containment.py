@@ -112,35 +112,13 @@ print(os.read(r, 32).decode(), flush=True)
 """
 
 
-async def helper_ready() -> None:
-    """Until this process's spawn helper has started and said so (the first concurrent call starts it)."""
-    with trio.fail_after(HANG_S):
-        while runner._spawn_helper() is None:
-            await trio.sleep(0.01)
-
-
-def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytest.MonkeyPatch, way: str) -> Any:
-    """One call while `other` runs, so it is spawned by the spawn helper or, with none ready, on the
-    spawner thread (the only call running is spawned on the loop): the containment of every way
-    is the same."""
-    if way == "helper" and not runner.containment().startswith("cgroup v2"):
-        pytest.skip("the spawn helper serves cgroup containment only")
-    if way == "thread":
-        monkeypatch.setattr(runner, "_spawn_helper", lambda: None)
+def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """One call while `other` runs: both are spawned on spawner threads, and contained alike."""
     spawned_on: list[str] = []
-    popen, by_helper = runner._popen, runner._spawn_by_helper
+    popen = runner._popen
     monkeypatch.setattr(runner, "_popen", lambda *a: spawned_on.append(threading.current_thread().name) or popen(*a))
 
-    async def spawn_by_helper(*args: Any) -> Any:
-        spawned = await by_helper(*args)
-        spawned_on.append("helper" if spawned else "not by the helper")
-        return spawned
-
-    monkeypatch.setattr(runner, "_spawn_by_helper", spawn_by_helper)
-
     async def main() -> Any:
-        if way == "helper":
-            await helper_ready()
         with trio.fail_after(HANG_S):
             async with trio.open_nursery() as nursery:
                 up = trio.Event()
@@ -150,30 +128,26 @@ def run_beside_another(spec: config.Tool, other: config.Tool, monkeypatch: pytes
                 nursery.cancel_scope.cancel()
                 return result
     result = trio.run(main)
-    expected = {"helper": ["helper"], "thread": ["not by the helper", "mcpwrap-spawner"]}[way]
-    assert spawned_on == [threading.main_thread().name, *expected]
+    assert [name.startswith("mcpwrap-spawner-") for name in spawned_on] == [True, True]
     return result
 
 
-@pytest.mark.parametrize("beside", ["", "thread", "helper"])
+@pytest.mark.parametrize("beside", [False, True])
 @pytest.mark.parametrize("close", ["pass", "os.closerange(0, 65536)"])
-def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close: str, beside: str,
+def test_leader_exiting_ends_the_call_and_its_daemon(mode: str, mark: str, close: str, beside: bool,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     code = DAEMON.replace("CLOSE", close)
     spec = tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\nkill_grace = \"0.5s\"\n")
     if beside:
-        result = run_beside_another(spec, tool(mark, 'shell = "echo up >&2; sleep 1027"'), monkeypatch, beside)
+        result = run_beside_another(spec, tool(mark, 'shell = "echo up >&2; sleep 1027"'), monkeypatch)
     else:
         result = guarded_run(spec)
     assert not result.is_error and int(result.text) > 0
     until(lambda: gone(mark), "the daemon to be killed")
 
 
-@pytest.mark.parametrize("reuse", [False, True])
-def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeypatch: pytest.MonkeyPatch,
-                                                              reuse: bool) -> None:
-    """The tag sweep's documented limit, which the cgroup does not have, in a fresh call cgroup or
-    in one an earlier call left empty (reused instead of made).
+def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tag sweep's documented limit, which the cgroup does not have.
 
     The leader forks only once it is in its call's cgroup: a fork before the move (a window of
     a scheduling delay) leaves only the tag sweep as a backstop, which this daemon would escape.
@@ -184,9 +158,6 @@ def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeyp
         pytest.skip("no writable cgroup v2 tree with cgroup.kill here")
     server = runner._server_cgroup()
     assert server is not None
-    if reuse:
-        assert not guarded_run(tool(mark, 'command = ["true"]')).is_error
-        assert runner._SPARES                           # its cgroup was kept
     seconds = f"1025.{int(mark[:8], 16)}"            # the marker is in argv: the environment is gone
     code = DAEMON.replace("CLOSE", f"os.execve({shutil.which('sleep')!r}, ['sleep', {seconds!r}], dict())")
     code = code.replace("r, w = os.pipe()", "while 'mcpwrap-' not in open('/proc/self/cgroup').read():\n"
@@ -200,35 +171,7 @@ def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeyp
     finally:
         for pid in procs.with_cmdline(seconds):
             os.kill(pid, signal.SIGKILL)
-    left = {entry.path for entry in os.scandir(server) if entry.is_dir()}
-    for path in left:                                   # gone, or kept empty for reuse
-        assert path in runner._SPARES and "populated 0" in Path(path, "cgroup.events").read_text()
-    if reuse:
-        assert left == before                           # the call made no cgroup: it ran in the kept one
-
-
-def test_a_kept_cgroup_is_checked_empty_before_reuse(mode: str, mark: str) -> None:
-    """A process moved into a kept call cgroup since (by anyone allowed to) is killed, never shares a call."""
-    if mode == "tag":
-        pytest.skip("cgroups only")
-    server = runner._server_cgroup()
-    assert server is not None
-    assert not guarded_run(tool(mark, 'command = ["true"]')).is_error
-    stray = subprocess.Popen(["sleep", "1041"], env={**os.environ, "MARK": mark})
-    try:
-        Path(runner._SPARES[-1], "cgroup.procs").write_text(str(stray.pid))    # the next call's to take
-        # The move into the call's cgroup follows the spawn: the command waits until it is in one of the server's.
-        code = (f"import os, time\nbase, server = {runner._own_cgroup2()!r}, {server!r}\nwhile True:\n"
-                "    mine = os.path.join(base, open('/proc/self/cgroup').read().split('0::', 1)[1].split()[0].lstrip('/'))\n"
-                "    if os.path.dirname(mine) == server:\n        break\n    time.sleep(0.01)\n"
-                "print(*open(os.path.join(mine, 'cgroup.procs')).read().split())")
-        result = guarded_run(tool(mark, f"command = [{sys.executable!r}, '-c', '''{code}''']\n"))
-        members = [int(pid) for pid in result.text.split()]
-        assert members and stray.pid not in members     # the call had a cgroup, without the stray
-        assert stray.wait(timeout=HANG_S) == -signal.SIGKILL
-    finally:
-        stray.kill()
-        stray.wait()
+    assert {entry.path for entry in os.scandir(server) if entry.is_dir()} == before   # the call's cgroup went
 
 
 def test_a_move_waiting_on_the_kernel_does_not_hold_the_loop(mode: str, mark: str,
@@ -248,39 +191,36 @@ def test_a_move_waiting_on_the_kernel_does_not_hold_the_loop(mode: str, mark: st
     async def main() -> None:
         with trio.fail_after(2 * HANG_S):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(runner.run, tool(mark, 'command = ["true"]'), {})   # the only call: spawned inline
+                nursery.start_soon(runner.run, tool(mark, 'command = ["true"]'), {})
                 await trio.to_thread.run_sync(moving.wait, HANG_S)
                 loop_ran.set()
     trio.run(main)
     assert waited == [True]
 
 
-def test_a_call_cgroups_files_are_open_only_while_it_is_used_or_kept(mode: str, mark: str,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Kept open so that reuses open nothing: closed when the cgroup goes, and in a forked child."""
+def test_no_call_cgroup_or_its_files_outlive_the_calls(mode: str, mark: str) -> None:
+    """Every call's cgroup is removed at its end, and no file of one stays open."""
     if mode == "tag":
         pytest.skip("cgroups only")
-    monkeypatch.setattr(runner, "SPARE_CGROUPS", len(runner._SPARES) + 2)     # 5 at once: at least 3 removed
     server = runner._server_cgroup()
+    assert server is not None
 
     def open_cgroup_files() -> list[str]:
         links = (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
                  if os.path.exists(f"/proc/self/fd/{fd}"))
         return sorted(link for link in links if link.startswith(f"{server}/"))
 
+    def call_cgroups() -> set[str]:
+        return {entry.path for entry in os.scandir(server) if entry.is_dir()}
+
     async def main() -> None:
         with trio.fail_after(HANG_S):
             async with trio.open_nursery() as nursery:
                 for _ in range(5):
                     nursery.start_soon(runner.run, tool(mark, 'command = ["true"]'), {})
+    before = call_cgroups()
     trio.run(main)
-    kept = sorted(f"{spare}/cgroup.{name}" for spare in runner._SPARES for name in ("events", "procs"))
-    assert set(open_cgroup_files()) <= set(kept)                              # none of a removed one
-    assert len(open_cgroup_files()) >= 4                                      # the 2 kept last hold theirs
-    child = os.fork()
-    if child == 0:
-        os._exit(0 if not open_cgroup_files() and not runner._SPARES else 1)
-    assert os.waitpid(child, 0)[1] == 0
+    assert open_cgroup_files() == [] and call_cgroups() == before
 
 
 @pytest.mark.parametrize("calls", [200])
@@ -500,7 +440,7 @@ def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> 
         with trio.fail_after(HANG_S):
             child = int(await process.stdout.receive_some())       # the fork is done
         cgroup, sweep = runner._contain(process.pid, tag)         # as a spawn does, right after it
-        call = runner._Call(process, tag, cgroup, sweep, spare=cgroup is not None)
+        call = runner._Call(process, tag, cgroup, sweep)
         assert call.cgroup is not None
         assert f"/{os.path.basename(call.cgroup)}\n" in Path(f"/proc/{child}/cgroup").read_text()   # found, moved in
         with trio.fail_after(HANG_S):

@@ -260,8 +260,7 @@ def test_many_concurrent_calls(tmp_path: Path) -> None:
 def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
     """Calls are spawned on a thread; a fork has none, so one forked after a call (the task forker's
     children are) must start its own rather than queue its spawns for a thread that is not there.
-    Nor may it reuse a call cgroup its parent kept (two calls in one cgroup would kill each other's),
-    nor hold its parent's watchdog pipe open."""
+    Nor may it hold its parent's watchdog pipe open."""
     cfg = load(tmp_path, '[tools.t]\ncommand = ["echo", "ok"]\n')
 
     def call() -> str:
@@ -277,12 +276,11 @@ def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
 
     child = os.fork()
     if child == 0:
-        inherited = list(runner._SPARES)
         holds_parents_watchdog = parents_pipe in pipes()    # it would keep the parent's death from being seen
         os.environ[runner.CONTAINMENT_ENV] = "tag"      # it makes no cgroup in its parent's directory
         runner._server_cgroup.cache_clear()
         ok = call() == "ok\n" and runner._watched is not None and runner._watched[1] >= 0   # one of its own
-        os._exit(0 if ok and not inherited and not holds_parents_watchdog else 1)
+        os._exit(0 if ok and not holds_parents_watchdog else 1)
 
     def reaped() -> tuple[int, int] | None:
         pid, status = os.waitpid(child, os.WNOHANG)

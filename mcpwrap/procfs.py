@@ -1,0 +1,99 @@
+"""/proc readers shared by the runner, the limits and the task store, and the chase for a fresh
+leader's early forks (what it forked before it was moved into its call's cgroup)."""
+
+from __future__ import annotations
+
+import os
+
+RECENT_S = 10.0             # a process with no environment read that started this recently may be mid-exec
+
+
+def proc_stat(pid: int | str) -> list[bytes] | None:
+    """/proc/<pid>/stat after the command name (index 0 = state, 2 = pgid, 19 = start time); None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def read_file(path: str) -> bytes:
+    """The file's bytes, b"" when it cannot be read; raw reads, as a call reads several per run."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def mid_exec(pid: str) -> bool:
+    """Whether an empty environment read may be a live process between exec's mm switch and its new stack.
+
+    Zombies, kernel threads and processes started long ago (pid 1 often has no environment at all)
+    are not: only a process that started in the last few seconds is worth a second look.
+    """
+    stat = proc_stat(pid)
+    if stat is None or stat[0] == b"Z" or stat[1] in (b"0", b"2") or pid == "2":
+        return False
+    try:
+        uptime = float(read_file("/proc/uptime").split()[0])
+    except (IndexError, ValueError):
+        return True
+    return uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK") < RECENT_S
+
+
+_last_pid_fd: int | None = None
+
+
+def last_pid() -> int:
+    """The pid last handed out: one pread of a file kept open."""
+    global _last_pid_fd
+    try:
+        if _last_pid_fd is None:
+            _last_pid_fd = os.open("/proc/sys/kernel/ns_last_pid", os.O_RDONLY | os.O_CLOEXEC)
+        return int(os.pread(_last_pid_fd, 32, 0))
+    except (OSError, ValueError):
+        return -1
+
+
+def _ours(pid: int) -> bool:
+    """Another call's leader, spawned by this process: a leader's forks have the leader as parent."""
+    stat = proc_stat(pid)
+    return stat is not None and stat[1] == b"%d" % os.getpid()
+
+
+def adopt_early_forks(pid: int, needle: bytes, procs: int) -> bool:
+    """Move in what the leader forked before its own move; False when that is not certain.
+
+    Pids are handed out in order, so such forks hold pids after the leader's, up to
+    ns_last_pid; a round repeats over pids allocated meanwhile until none were.
+    `needle` is the call's tag as it appears in an environment (NAME=value).
+    """
+    low = pid
+    for _ in range(4):
+        high = last_pid()
+        if high == low:
+            return True
+        if not low < high <= low + 256:             # wrapped around, or too busy to chase
+            return False
+        for other in range(low + 1, high + 1):
+            environ = read_file(f"/proc/{other}/environ")
+            if not environ and not _ours(other) and mid_exec(str(other)):
+                return False                        # caught mid-exec: the end-of-call sweep must look again
+            if needle in environ.split(b"\0"):
+                try:
+                    os.write(procs, b"%d" % other)
+                except ProcessLookupError:
+                    pass                            # gone; what it forked has a later pid
+                except OSError:
+                    return False
+        low = high
+    return False
