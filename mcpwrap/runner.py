@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import trio
 
-from mcpwrap import forker, jsonrpc, landlock, limits, spawner
+from mcpwrap import jsonrpc, landlock, limits, spawner
 from mcpwrap.config import Limits, Sandbox, Tool
 from mcpwrap.durable import UnsafePathError, make_private_dir
 from mcpwrap.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
@@ -953,7 +953,7 @@ class _SpawnHelper:
 
     def __init__(self) -> None:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        self.process, self.socket = forker.start_peer(["-c", _HELPER, root], cwd="/")
+        self.process, self.socket = spawner.start_peer(["-c", _HELPER, root], cwd="/")
         self.token = trio.lowlevel.current_trio_token()
         self.ready = False                              # until its first message: spawns stay in-process meanwhile
         self.dead = False

@@ -150,6 +150,27 @@ def returncode(info: os.waitid_result) -> int:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
+def start_peer(args: list[str], cwd: str | None = None) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """The server's side: a Python child (the helper) in a session of its own, given the other end
+    of a fresh SOCK_SEQPACKET socketpair (its fd number is its last argument); our end is
+    non-blocking. It lives as long as it reads that end, which ends (EOF) when we exit, however we do."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        for end in (ours, theirs):                  # room for bursts of messages
+            with contextlib.suppress(OSError):
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        process = subprocess.Popen([sys.executable, *args, str(theirs.fileno())], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, cwd=cwd, start_new_session=True, close_fds=True,
+                                   pass_fds=(theirs.fileno(),))
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    ours.setblocking(False)
+    return process, ours
+
+
 class _Helper:
     """The helper's side: a loop over its socket and its children's pidfds, and WORKERS threads that
     spawn. Answers leave together after each pass of the loop (every exit it saw; spawns once no
