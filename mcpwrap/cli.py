@@ -51,7 +51,7 @@ class _ProgressLine:
         sys.stderr.flush()
 
 
-def _load(file: Path, validated_dir: Path | None = None, before_schema_checks: Any = None) -> Any:
+def _load(file: Path, validated_dir: Path | None = None) -> Any:
     """Load a tools file, remembering in `validated_dir` (default: the state dir's) files whose
     schemas passed, by digest and version: the same bytes are not checked again (jsonschema is
     the largest import there is). `serve --state-dir` passes its own."""
@@ -64,7 +64,7 @@ def _load(file: Path, validated_dir: Path | None = None, before_schema_checks: A
         return cache / f"{digest}-{__version__}"
 
     try:
-        loaded = config.load(file, lambda digest: marker(digest).exists(), before_schema_checks)
+        loaded = config.load(file, lambda digest: marker(digest).exists())
         try:
             make_private_dir(cache, parents=True)   # the state dir is the task store's too: 0700 from the start
             os.close(create_private(marker(loaded.digest)))
@@ -1439,10 +1439,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
         toolset=toolset)
 
-    def start_task_forker(loaded: Any) -> None:   # before jsonschema's import (~30 ms, a new or edited file)
-        front.start_task_forker(toolset.apply(loaded), options)
-
-    config = (_load(file, state / "validated", start_task_forker) if file is not None
+    config = (_load(file, state / "validated") if file is not None
               else _loads_inline(inline_tools(tools or [])))
     if unknown := toolset.unknown(config):
         _usage_error(("serve",), f"--only/--exclude name tools {config.path} does not define: {', '.join(unknown)}")

@@ -265,22 +265,19 @@ def _toml_syntax_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError) ->
     return Problem(path, text.count("\n") + 1, len(last_line) + 1, f"TOML syntax: {message} (at end of file)")
 
 
-def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None,
-         before_schema_checks: Callable[[Config], None] | None = None) -> Config:
+def load(path: Path, schemas_known_good: Callable[[str], bool] | None = None) -> Config:
     """Read and check a tools file; raise ConfigError listing every problem found.
 
     `schemas_known_good(digest)` may vouch that these exact bytes already passed the
     JSON Schema checks, which then are skipped: they need jsonschema, the largest
-    import there is, and `serve` should not pay for it before its first call. When they
-    do run, they run last, after `before_schema_checks(config)` of a file found good so
-    far: `serve` starts its task forker there, which need not wait for that import.
+    import there is, and `serve` should not pay for it before its first call.
     """
     path = Path(path)
     try:
         raw = read_regular_file(path, MAX_FILE_BYTES)
     except OSError as exc:
         raise ConfigError([Problem(path, 1, 1, f"cannot read tools file: {exc.strerror}")]) from None
-    return loads(raw, path, schemas_known_good, before_schema_checks)
+    return loads(raw, path, schemas_known_good)
 
 
 def read_regular_file(path: Path, limit: int) -> bytes:
@@ -303,14 +300,13 @@ def digest_of(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None = None,
-          before_schema_checks: Callable[[Config], None] | None = None) -> Config:
+def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None = None) -> Config:
     """Without the cyclic GC meanwhile: a large file makes a million objects and no cycle, and
     collecting while they are made costs a quarter of the load."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _loads(raw, path, schemas_known_good, before_schema_checks)
+        return _loads(raw, path, schemas_known_good)
     except RecursionError:                # tomllib (and a schema walk) recurse per level of nesting
         raise ConfigError([Problem(path, 1, 1, "nested too deeply: arrays and tables of a tools file "
                                                "nest a few levels, not hundreds")]) from None
@@ -319,8 +315,7 @@ def loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | No
             gc.enable()
 
 
-def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None,
-           before_schema_checks: Callable[[Config], None] | None) -> Config:
+def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | None) -> Config:
     try:
         text = raw.decode("utf-8")
         document = tomllib.loads(text)
@@ -331,8 +326,6 @@ def _loads(raw: bytes, path: Path, schemas_known_good: Callable[[str], bool] | N
     digest = digest_of(raw)
     reader = _Reader(path, text, check_schemas=not (schemas_known_good and schemas_known_good(digest)))
     config = _read_document(reader, document, path, digest)
-    if reader.unchecked and not reader.problems and before_schema_checks is not None:
-        before_schema_checks(config)
     reader.check_schemas_now()
     if reader.problems:
         raise ConfigError(sorted(reader.problems, key=lambda p: (p.line, p.col)))

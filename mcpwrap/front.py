@@ -377,7 +377,7 @@ def run(config: config_module.Config, options: Options) -> int:
     try:
         front = Front(new_core(config, options))
         signature = file_signature(config.path) if options.watch else None   # before any request: no change missed
-        if not _front(front, config, options):
+        if not _front(front, config):
             return 0
         import trio                       # loaded by now, with the driver
 
@@ -388,7 +388,7 @@ def run(config: config_module.Config, options: Options) -> int:
         _stderr.flush(FLUSH_S)
 
 
-def _front(front: Front, config: config_module.Config, options: Options) -> bool:
+def _front(front: Front, config: config_module.Config) -> bool:
     """Serve with the front while `server` imports in a thread; True once it has, to hand over."""
     wake, loaded = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     failure: list[BaseException] = []
@@ -404,7 +404,7 @@ def _front(front: Front, config: config_module.Config, options: Options) -> bool
             import threading              # only now: the answers already due are written (see _StderrLog)
 
             gate, ended = threading.Lock(), list[bool]()
-            importer = threading.Thread(target=_import_server, args=(config, options, loaded, failure, gate, ended),
+            importer = threading.Thread(target=_import_server, args=(config, loaded, failure, gate, ended),
                                         name="mcpwrap-import", daemon=True)
             importer.start()
             if front.serve(wake):
@@ -424,12 +424,11 @@ def _front(front: Front, config: config_module.Config, options: Options) -> bool
             os.close(loaded)
 
 
-def _import_server(config: config_module.Config, options: Options, loaded: int, failure: list[BaseException],
-                   gate: threading.Lock, ended: list[bool]) -> None:
-    """In a thread: start the task forker, then import trio, the runner and the driver; unless the
-    session `ended` in the front meanwhile, say which containment is in force (setting it up)."""
+def _import_server(config: config_module.Config, loaded: int, failure: list[BaseException], gate: threading.Lock,
+                   ended: list[bool]) -> None:
+    """In a thread: import trio, the runner and the driver; unless the session `ended` in the
+    front meanwhile, say which containment is in force (setting it up)."""
     try:
-        start_task_forker(config, options)
         from mcpwrap import runner, server  # noqa: F401  (server: imported for the hand-over)
         with gate:
             if not ended:
@@ -440,13 +439,3 @@ def _import_server(config: config_module.Config, options: Options, loaded: int, 
     finally:
         os.write(loaded, LOADED)
 
-
-def start_task_forker(config: config_module.Config, options: Options) -> None:
-    """Start the forker a task tool's supervisors are forked from. Started before the server's own
-    imports, it has done its own by the first call: the first task's command starts within ms of its
-    creating response (it waited ~100 ms for the forker's imports when trio started it). For a file
-    whose schemas are still to be checked, `serve` starts it before those checks (jsonschema's import
-    delays the first answer ~30 ms; the first task's command waited 40-60 ms for the forker then)."""
-    if any(tool.task != "never" for tool in config.tools):
-        from mcpwrap import forker
-        forker.prewarm(options.state_dir, config.path, options.secret_file)

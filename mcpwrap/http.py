@@ -66,7 +66,7 @@ from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.legacy import State
 from mcpwrap.protocol.modern import is_modern
 from mcpwrap.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
-                           start_task_forker, tracing)
+                           tracing)
 from mcpwrap.server import Admission, Driver, Outbox, _stop_on_signal
 
 if TYPE_CHECKING:
@@ -877,7 +877,6 @@ def run(config: config_module.Config, options: Options, http: HttpOptions) -> in
     listening socket has nothing to answer before trio)."""
     prepare(options)
     try:
-        start_task_forker(config, options)
         return trio.run(functools.partial(serve, http=http), config, options)
     finally:
         _stderr.flush(FLUSH_S)

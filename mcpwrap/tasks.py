@@ -27,9 +27,10 @@ index existed (or before `index.2`) gets one on first use, and a creator whose
 record such a build already indexed does not append it again.
 
 Collection: `gc` removes expired tasks, rewrites the index and clears stale
-leftovers. Nothing on a request path runs it: each server's forker (below)
-runs `maybe_gc` in a forked child every GC_INTERVAL_S (one pass per store at
-a time, at most GC_BUDGET removals), and `mcpwrap tasks gc` runs it in full.
+leftovers. Nothing on a request path runs it: each supervisor, once its task's
+outcome is recorded, runs `maybe_gc` (a pass at most every GC_INTERVAL_S per
+store, one at a time, at most GC_BUDGET removals), so a store is collected as
+tasks are added to it; `mcpwrap tasks gc` runs it in full.
 A `tasks/get` of an expired task still removes that one record.
 
 Trust: the store is shared with nobody. Its three directories (state dir,
@@ -48,45 +49,39 @@ it acts as the local user, who owns the store and sees every task in it.
 
 Ceiling: `create_task` takes a running slot first: STORE/running/<id>, an
 flock held by the task's supervisor for its life (the creator's locked fd is
-inherited, or passed to the forker over its socket: there is no gap before it
-starts). Counting is a non-blocking flock attempt per entry in running/, under
-running/.lock; an entry whose lock is free belongs to a dead supervisor and
-goes. Past `max_running`, `TooManyTasks` before any record is written.
+inherited: there is no gap before it starts). Counting is a non-blocking flock
+attempt per entry in running/, under running/.lock; an entry whose lock is free
+belongs to a dead supervisor and goes. Past `max_running`, `TooManyTasks`
+before any record is written.
 
-Supervisor: started in a new session, it claims the record (its pid and start
-time), verifies the record's MAC, runs the command through `runner.run` under
-trio (so process group, cgroup/tag sweep, timeout and output cap are the
-runner's), polls the record every 100 ms (a cancel there cancels the run,
-which kills the process group) and records progress and the outcome. It
-outlives `mcpwrap serve`. The creating request waits for none of this: it
-returns once the record is durable. A server with task tools starts a
-forker (`mcpwrap.forker`) that forks supervisors from an interpreter that has
-imported all this already, so a command starts milliseconds after its task is created;
-without one, `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE` runs the
-same `supervise`. A reader that finds a running task whose supervisor is gone
-(or never claimed it within START_GRACE_S) marks it failed and kills what the
-command left behind (found by the MCPWRAP_TASK_ID variable every descendant
-inherits). It imports no jsonschema: the snapshot it runs is MAC-bound to
-what the server validated, so its schemas are not re-checked.
+Supervisor: `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE`, started by
+the creating request in a new session; it outlives `mcpwrap serve`. It claims
+the record (its pid and start time), verifies the record's MAC, runs the
+command through `runner.run` under trio (so process group, cgroup/tag sweep,
+timeout and output cap are the runner's), polls the record every 100 ms (a
+cancel there cancels the run, which kills the process group) and records
+progress and the outcome. The creating request waits for none of this: it
+returns once the record is durable and the supervisor spawned, and the command
+starts once that interpreter has imported trio and the runner. A reader that
+finds a running task whose supervisor is gone (or never claimed it within
+START_GRACE_S) marks it failed and kills what the command left behind (found
+by the MCPWRAP_TASK_ID variable every descendant inherits). It imports no
+jsonschema: the snapshot it runs is MAC-bound to what the server validated, so
+its schemas are not re-checked.
 
 Imports: this module loads neither trio nor the runner until a supervisor or
 a server's request needs them, so `mcpwrap tasks list|show|result|cancel|gc`
-starts in less than trio's import alone; the forker imports them once,
-before its first fork.
+starts in less than trio's import alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
-import gc
 import hashlib
 import hmac
 import os
-import selectors
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -100,9 +95,7 @@ import orjson
 
 from mcpwrap import config as config_module
 from mcpwrap import signing
-from mcpwrap import forker
 from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
-from mcpwrap.forker import store_root
 from mcpwrap.protocol import identity, tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -129,7 +122,7 @@ CANCEL_POLL_S = 0.1          # supervisor: how soon a cancel in the store stops 
 RESULT_POLL_S = 0.1          # tasks/result and `tasks result --wait`
 WATCH_POLL_S = 0.2           # status notifications of the legacy session
 START_GRACE_S = 30.0         # a record with no supervisor pid after this long never got one
-GC_INTERVAL_S = 60.0         # the forker's collection pass, at most this often per store
+GC_INTERVAL_S = 60.0         # a supervisor's collection pass, at most this often per store
 GC_BUDGET = 1000             # expired tasks one pass removes at most
 STALE_FILE_S = 3600.0        # leftover temp/lock/log files older than this go
 STALE_ENTRY_S = 60.0         # an index entry without a record (or a record without one) this old is repaired
@@ -188,6 +181,12 @@ def _decode(data: bytes) -> TaskRecord:
         raise ValueError(f"task record format {doc.get('v') if isinstance(doc, dict) else '?'} is not "
                          f"{RECORD_VERSION}: written by another mcpwrap version")
     return TaskRecord(**{k: v for k, v in doc.items() if k in _FIELDS})
+
+
+def store_root(state_dir: Path | str, tools_file: Path | str) -> Path:
+    """Where the tasks of `tools_file` live (a store per tools file, under the state dir)."""
+    digest = hashlib.sha256(str(Path(tools_file).resolve()).encode()).hexdigest()[:16]
+    return Path(state_dir) / digest / "tasks"
 
 
 class Store:
@@ -533,7 +532,7 @@ class Store:
         the two writes); stale leftovers go too. Returns how many tasks went.
 
         Reads the whole index and lists the directory: never on a request, only from
-        `mcpwrap tasks gc` and the forker's periodic pass (`maybe_gc`)."""
+        `mcpwrap tasks gc` and the supervisors' periodic pass (`maybe_gc`)."""
         if not self.ready():
             return 0
         try:
@@ -672,9 +671,8 @@ def _snapshot(config: config_module.Config) -> str | None:
 
 
 def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -> int:
-    """Start a fresh supervisor interpreter, holding `slot` for its life; a thread reaps it.
-
-    The slow way (an interpreter importing trio): for a process that has no forker."""
+    """Start a supervisor (`python -m mcpwrap.tasks`, detached), holding `slot` for its life; a
+    thread reaps it."""
     log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id,
@@ -690,9 +688,9 @@ def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
                 arguments: Mapping[str, Any], ttl_ms: int, keyring: signing.Keyring, secret_file: Path,
                 max_running: int = MAX_RUNNING, principal: str = identity.LOCAL) -> TaskRecord:
-    """Take a running slot (TooManyTasks past `max_running`), write the signed record, and hand
-    it to a supervisor, which claims it: the store's forker if `forker.prewarm` started one, else a
-    fresh interpreter. Returns once the record is durable; nothing else is waited for."""
+    """Take a running slot (TooManyTasks past `max_running`), write the signed record, and start
+    its supervisor, which claims it. Returns once the record is durable and the supervisor
+    spawned; nothing else is waited for."""
     task_id = new_id()
     slot = store.reserve(task_id, max_running)
     try:
@@ -701,9 +699,7 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
                               task_id=task_id, principal=principal)
         try:
-            running = forker.running(store.root, Path(secret_file).absolute())
-            if running is None or not running.fork(task_id, slot):
-                spawn_supervisor(store, task_id, secret_file, slot)
+            spawn_supervisor(store, task_id, secret_file, slot)
         except OSError:
             for suffix in (".json", ".log", ".lock"):
                 store.path(task_id, suffix).unlink(missing_ok=True)
@@ -714,78 +710,6 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
     finally:
         os.close(slot)                    # the supervisor holds it now
     return record
-
-
-# --- the forker's side: supervisors forked from an interpreter that has imported everything ---
-def _serve_forks(store: Store, secret_file: Path, channel: socket.socket) -> Callable[[], int] | None:
-    """The forker's loop. Returns None in the forker once the server's end is closed (what was
-    queued before that is still forked); in each forked child, the work that child does."""
-    selector = selectors.DefaultSelector()
-    selector.register(channel, selectors.EVENT_READ)
-    children: dict[int, int] = {}             # pidfd -> pid, reaped as they exit
-    next_gc = time.monotonic()
-
-    def fork(slot: int | None) -> bool:
-        """True in the child, with the forker's fds closed; False in the forker, `slot` handed over."""
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            selector.close()
-            channel.close()
-            for pidfd in children:
-                os.close(pidfd)
-            return True
-        if slot is not None:
-            os.close(slot)
-        pidfd = os.pidfd_open(pid)
-        children[pidfd] = pid
-        selector.register(pidfd, selectors.EVENT_READ)
-        return False
-
-    while True:
-        if time.monotonic() >= next_gc:
-            next_gc = time.monotonic() + GC_INTERVAL_S
-            if fork(None):
-                return functools.partial(_collect, store)
-        for key, _ in selector.select(max(0.0, next_gc - time.monotonic())):
-            if key.fileobj is not channel:
-                os.waitpid(children.pop(key.fd), 0)
-                selector.unregister(key.fd)
-                os.close(key.fd)
-                continue
-            message, fds, _, _ = socket.recv_fds(channel, 64, 1)
-            if not message:
-                selector.close()
-                return None               # EOF: the server is gone; running supervisors carry on
-            task_id = message.decode("ascii", "replace")
-            if not valid_id(task_id) or len(fds) != 1:
-                for fd in fds:
-                    os.close(fd)
-                continue
-            if fork(fds[0]):
-                return functools.partial(_forked_supervisor, store, task_id, secret_file)
-
-
-def _collect(store: Store) -> int:
-    """In a forked child: one collection pass; a failure is one line on the server's stderr."""
-    try:
-        store.maybe_gc()
-    except OSError as exc:
-        sys.stderr.write(f"mcpwrap: collecting expired tasks in {store.root}: {exc}\n")
-        return 1
-    return 0
-
-
-def _forked_supervisor(store: Store, task_id: str, secret_file: Path) -> int:
-    """In a forked child: detach as `spawn_supervisor` would (own session, stderr to the task's
-    log), then supervise. The slot's fd stays open, unused: its flock is the running slot."""
-    os.setsid()
-    log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(log, 2)
-    os.close(log)
-    import trio                           # the forker's: imported before it forked
-
-    return trio.run(supervise, Store(store.root), task_id, secret_file)
 
 
 # --- the server side: TaskOp -> store -> Core outcome -------------------------------------
@@ -1046,29 +970,22 @@ def describe(record: TaskRecord, store: Store) -> str:
     return table(rows)
 
 
-USAGE = ("usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE\n"
-         "       python -m mcpwrap.tasks --forker STORE_DIR SECRET_FILE FD\n(both started by mcpwrap serve)\n")
+USAGE = "usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE\n(started by mcpwrap serve)\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    """A supervisor: run the task, then the store's collection pass if one is due."""
     args = sys.argv[1:] if argv is None else argv
-    forking = len(args) == 4 and args[0] == "--forker" and args[3].isdigit()
-    if not forking and (len(args) != 3 or not valid_id(args[1])):
+    if len(args) != 3 or not valid_id(args[1]):
         sys.stderr.write(USAGE)
         return 2
     try:
-        if not forking:
-            import trio
+        import trio
 
-            return trio.run(supervise, Store(Path(args[0])), args[1], Path(args[2]))
-        gc.disable()                      # as `mcpwrap call`: no collection passes over what imports make
-        from mcpwrap import runner, spool  # noqa: F401  (trio too: imported once here, not after each fork)
-        gc.freeze()                       # and what they made is never scanned again, here or in a fork
-        gc.enable()
-
-        with socket.socket(fileno=int(args[3])) as channel:
-            work = _serve_forks(Store(Path(args[1])), Path(args[2]), channel)
-        return 0 if work is None else work()
+        store = Store(Path(args[0]))
+        code = trio.run(supervise, store, args[1], Path(args[2]))
+        _collect(store)
+        return code
     except UnsafePathError as exc:        # nothing in an unsafe store is trusted, not even to record this
         print(f"mcpwrap: task store: {exc}", file=sys.stderr)
         return 1
@@ -1076,12 +993,20 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _collect(store: Store) -> None:
+    """A supervisor's last step, once its task's outcome is recorded: `maybe_gc`. A failure is one
+    line in the task's log."""
+    try:
+        store.maybe_gc()
+    except OSError as exc:
+        sys.stderr.write(f"mcpwrap: collecting expired tasks in {store.root}: {exc}\n")
+
+
 if __name__ == "__main__":
-    # A supervisor (or the forker, or its collection pass) leaves without the interpreter's
-    # teardown, as `mcpwrap call` does (cli.entry): unwinding every module trio and the runner
-    # loaded costs tens of ms of CPU right after the task's terminal status is visible, and a
-    # client that created its next task then saw that creation's fsyncs stall ~10x. The exit
-    # handlers still run (the runner's cgroup clean-up is one) and stdio is flushed.
+    # A supervisor leaves without the interpreter's teardown, as `mcpwrap call` does (cli.entry):
+    # unwinding every module trio and the runner loaded takes CPU right after the task's terminal
+    # status is visible, when a client may be creating its next task. The exit handlers still run
+    # (the runner's cgroup clean-up is one) and stdio is flushed.
     import atexit
 
     code = main()

@@ -67,26 +67,6 @@ def test_tasks_commands_load_neither_trio_nor_the_runner(tmp_path: Path) -> None
     assert store.get(working.task_id).status == "working"    # its supervisor was seen alive, not failed
 
 
-FORKER = """
-import os, socket, sys
-from mcpwrap import tasks
-ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-ours.close()                              # the server is gone at once: the forker returns
-tasks.main(["--forker", sys.argv[1], sys.argv[2], str(theirs.fileno())])
-os.write(1, f"{'mcpwrap.runner' in sys.modules} {'trio' in sys.modules}\\n".encode())   # one write per process
-"""
-
-
-def test_the_forker_imports_the_runner_before_it_forks(tmp_path: Path) -> None:
-    """Its forks (supervisors, collection passes) start with trio and the runner loaded, which
-    `tasks` itself no longer imports for the shell commands."""
-    root = tasks.store_root(tmp_path / "state", tmp_path / "t.toml")
-    done = subprocess.run([sys.executable, "-c", FORKER, str(root), str(tmp_path / "secret")],
-                          capture_output=True, text=True, timeout=HANG_S, check=False)
-    assert done.returncode == 0, done.stderr
-    assert set(done.stdout.splitlines()) == {"True True"}     # the forker, and its collection pass's child
-
-
 def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp_path: Path) -> None:
     tools = tmp_path / "t.toml"
     tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string", maxLength = 9 }\n')
@@ -102,33 +82,6 @@ def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp
     refused = subprocess.run(mcpwrap_cmd("call", str(tools), "echo", "-a", "text=far too long"), capture_output=True,
                              text=True, timeout=HANG_S, env={**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state")})
     assert refused.returncode == 2 and "'far too long' is too long" in refused.stderr
-
-
-FORKER_STARTED = """
-import sys
-sys.argv = ["mcpwrap", *sys.argv[1:]]
-from mcpwrap import cli, front
-
-front.start_task_forker = lambda config, options: print("forker started; jsonschema loaded:",
-                                                        "jsonschema" in sys.modules, file=sys.stderr)
-front.run = lambda config, options: 0
-cli.main()
-"""
-
-
-def test_serve_starts_the_task_forker_before_a_new_files_schema_checks(tmp_path: Path) -> None:
-    """A file not seen before has its schemas checked (jsonschema's import, ~30 ms): the forker,
-    which a task's first command waits for, is started before that, not after the first answer."""
-    tools = tmp_path / "t.toml"
-    tools.write_text('[tools.slow]\ncommand = ["echo", "{text}"]\ntask = "optional"\nargs.text = { type = "string" }\n')
-    env = {**os.environ, "MCPWRAP_STATE_DIR": str(tmp_path / "state"), "MCPWRAP_SECRET_FILE": str(tmp_path / "secret")}
-    said = []
-    for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", FORKER_STARTED, "serve", str(tools)], stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=HANG_S, env=env, check=False)
-        assert done.returncode == 0, done.stderr
-        said.append([line for line in done.stderr.splitlines() if line.startswith("forker started")])
-    assert said == [["forker started; jsonschema loaded: False"], []]     # a known file: started after the answers
 
 
 FIRST_ANSWERS = """

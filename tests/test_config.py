@@ -63,31 +63,6 @@ def test_inline_table_keys_are_located(tmp_path: Path) -> None:
     assert (problem.line, problem.col) == (3, 29)
 
 
-def test_a_file_good_so_far_is_handed_over_before_its_schemas_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`serve` starts its task forker there: the checks import jsonschema, ~30 ms on a new or edited file."""
-    events: list[str] = []
-    check = config.schema_problem
-    monkeypatch.setattr(config, "schema_problem", lambda key, schema: (events.append("check"), check(key, schema))[1])
-
-    def hook(loaded: config.Config) -> None:
-        events.append(f"hook {[tool.name for tool in loaded.tools]}")
-
-    good = b'[tools.t]\ncommand = ["echo", "{a}"]\nargs.a = { type = "string" }\n'
-    config.loads(good, Path("t.toml"), None, hook)
-    assert events[0] == "hook ['t']" and set(events[1:]) == {"check"}
-    events.clear()
-    config.loads(good, Path("t.toml"), lambda digest: True, hook)             # vouched for: neither runs
-    assert events == []
-    bad_schema = b'[tools.t]\ncommand = ["echo", "{a}"]\nargs.a = { type = "string", minLength = -1 }\n'
-    with pytest.raises(config.ConfigError, match="invalid JSON Schema"):      # still found, after the hook
-        config.loads(bad_schema, Path("t.toml"), None, hook)
-    assert events[0] == "hook ['t']"
-    events.clear()
-    with pytest.raises(config.ConfigError, match="unknown"):                  # not good so far: no hook
-        config.loads(good + b"bogus_key = 1\n", Path("t.toml"), None, hook)
-    assert not any(event.startswith("hook") for event in events)
-
-
 def test_defaults_and_input_schema(tmp_path: Path) -> None:
     path = tmp_path / "t.toml"
     path.write_text("""

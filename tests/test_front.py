@@ -10,10 +10,12 @@ exit 0, and a client that never reads stdout still gets a server that ends.
 
 from __future__ import annotations
 
+import importlib.abc
 import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -347,7 +349,7 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
     os.write(pipes["in_w"], line(1, "initialize", INIT) + line(2, "ping") + call(3))
     written_first: list[bytes] = []
 
-    def importer(config: Any, options: Options, loaded: int, failure: list[BaseException], *gate: Any) -> None:
+    def importer(config: Any, loaded: int, failure: list[BaseException], *gate: Any) -> None:
         written_first.append(drain(pipes["out_r"]))
         os.write(loaded, LOADED)
 
@@ -355,7 +357,7 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
     handlers = {signum: signal.getsignal(signum) for signum in front_module.STOP_SIGNALS}
     try:
         front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
-        assert front_module._front(front, CONFIG, Options(tmp_path / "secret", tmp_path / "state"))   # handed over
+        assert front_module._front(front, CONFIG)   # handed over
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -367,11 +369,21 @@ def test_a_session_that_ends_in_the_front_neither_waits_for_the_import_nor_sets_
         tmp_path: Path, pipes: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
     """EOF right after `initialize`: the front returns while the import thread is still held, and
     that thread, once free, sets nothing up (a server cgroup made then would outlive the exit)."""
+    import mcpwrap
     from mcpwrap import runner
 
     release = threading.Event()
     set_up: list[str] = []
-    monkeypatch.setattr(front_module, "start_task_forker", lambda config, options: release.wait(HANG_S))
+
+    class Held(importlib.abc.MetaPathFinder):
+        """Holds the import thread in its import of the driver until `release`."""
+        def find_spec(self, name: str, *rest: Any) -> None:
+            if name == "mcpwrap.server":
+                release.wait(HANG_S)
+
+    monkeypatch.delitem(sys.modules, "mcpwrap.server", raising=False)   # restored, with the attribute, after
+    monkeypatch.delattr(mcpwrap, "server", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Held(), *sys.meta_path])
     monkeypatch.setattr(runner, "containment", lambda: set_up.append("containment") or "none")
     os.write(pipes["in_w"], line(1, "initialize", INIT))
     os.close(pipes["in_w"])
@@ -379,7 +391,7 @@ def test_a_session_that_ends_in_the_front_neither_waits_for_the_import_nor_sets_
     try:
         front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
         before = set(threading.enumerate())
-        assert not front_module._front(front, CONFIG, Options(tmp_path / "secret", tmp_path / "state"))
+        assert not front_module._front(front, CONFIG)
         [importer] = [t for t in set(threading.enumerate()) - before if t.name == "mcpwrap-import"]
         assert importer.is_alive()                     # returned without waiting for it
     finally:

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import runner, tasks
 from tests import procs
 from tests.harness import HANG_S, modern_meta, until
 from tests.httpharness import HttpServer, modern_headers
@@ -151,22 +150,3 @@ def test_a_task_outlives_its_killed_replica_and_is_finished_by_another(replicas:
     assert done["result"]["content"] == [{"type": "text", "text": "done\n"}]
     waiter.join(HANG_S)
     assert results and results[0]["result"]["content"] == done["result"]["content"], results
-
-
-def test_an_http_server_forks_its_tasks_supervisors_from_its_forker(tmp_path: Path) -> None:
-    """As on stdio: the command starts in a fork of an interpreter that has imported everything,
-    not after a fresh interpreter's imports."""
-    server = HttpServer(TOOLS, tmp_path / "r", secret=tmp_path / "secret", state=tmp_path / "state")
-    try:
-        forker = until(lambda: next((p for p in procs.mine() if p.ppid == server.proc.pid
-                                     and b"--forker" in p.read("cmdline")), None), "the server's forker")
-        go = tmp_path / "go"
-        task = server.modern("tools/call", {"name": "gated", "arguments": {"go": str(go)}}, caps=TASKS).final["result"]
-        store = tasks.Store.for_tools_file(tmp_path / "state", TOOLS)
-        pid = int(until(lambda: (r := store.read(task["taskId"])) and r.supervisor_pid, "the supervisor's claim"))
-        assert (runner.proc_stat(pid) or [b"", b"0"])[1] == str(forker.pid).encode()
-        go.touch()
-        until(lambda: server.modern("tasks/get", {"taskId": task["taskId"]}, caps=TASKS).final["result"]["status"]
-              == "completed", "the task to complete")
-    finally:
-        server.close()

@@ -31,7 +31,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from mcpwrap import config, runner, signing, tasks
+from mcpwrap import config, signing, tasks
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from mcpwrap.protocol.tools import ProtocolError
@@ -691,56 +691,32 @@ def test_supervisor_stopped_by_sigterm_records_failure_and_kills_the_group(env: 
     until(lambda: not group_alive(pgid), what="the process group to die")
 
 
-def _parent(pid: int) -> int:
-    stat = runner.proc_stat(pid)
-    assert stat is not None, f"process {pid} is gone"
-    return int(stat[1])
-
-
-def _forker_of(server: Server) -> procs.Proc:
-    return until(lambda: next((p for p in procs.mine() if p.ppid == server.proc.pid
-                               and b"--forker" in p.read("cmdline")), None), what="the server's forker")
-
-
-def test_supervisors_are_forked_from_the_servers_forker_which_ends_with_it(env: Env) -> None:
+def test_a_tasks_supervisor_is_a_detached_interpreter_of_its_own(env: Env) -> None:
+    """One way to start a supervisor: `python -m mcpwrap.tasks STORE ID SECRET` in a session of its
+    own; a server with task tools starts no other process of its own (no fork server)."""
     server = env.server()
-    task_id = legacy_create(server, "gated", env.gated)   # at once: the forker starts before trio's import
-    forker = _forker_of(server)
+    task_id = legacy_create(server, "gated", env.gated)
     pid = int(until(lambda: (r := env.store.read(task_id)) and r.supervisor_pid, what="the supervisor's claim"))
-    assert _parent(pid) == forker.pid     # a fork: no interpreter start between the record and the command
-    assert procs.Proc(pid, 0, 0).read("cmdline") == forker.read("cmdline")
+    argv = [sys.executable, "-m", "mcpwrap.tasks", str(env.store.root), task_id, str(env.secret.absolute())]
+    assert procs.Proc(pid, 0, 0).read("cmdline") == "\0".join([*argv, ""]).encode()
+    assert os.getsid(pid) == pid != os.getsid(server.proc.pid)
+    assert [p.pid for p in procs.mine() if p.ppid == server.proc.pid and b"mcpwrap" in p.read("cmdline")] == [pid]
     env.go.touch()
     until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
-    until(lambda: tasks.process_start(pid) is None, what="the supervisor to exit")
-    server.close()
-    until(lambda: tasks.process_start(forker.pid) is None, what="the forker to exit with its server")
 
 
-def test_a_task_still_runs_when_the_forker_is_gone_and_the_next_has_a_new_one(env: Env) -> None:
-    server = env.server()
-    forker = _forker_of(server)
-    os.kill(forker.pid, signal.SIGKILL)
-    until(lambda: tasks.process_start(forker.pid) is None, what="the forker to be gone")
-    for fresh in (True, False):
-        task_id = legacy_create(server, "gated", env.gated)
-        pid = int(until(lambda: (r := env.store.read(task_id)) and r.supervisor_pid, what="the supervisor's claim"))
-        cmdline = procs.Proc(pid, 0, 0).read("cmdline")     # it waits for `go`: still there
-        assert (b"--forker" not in cmdline) == fresh        # a fresh interpreter, then a new forker's fork
-        env.go.touch()
-        until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
-        env.go.unlink()
-    assert _forker_of(server).pid != forker.pid
-
-
-def test_a_server_collects_expired_tasks_with_no_request(env: Env) -> None:
+def test_expired_tasks_are_collected_once_a_later_task_ends(env: Env) -> None:
+    """The collection pass runs in a supervisor after its task's outcome: no request waits for it."""
     past = tasks.Store(env.store.root, clock=lambda: time.time() - 10)
     expired = [new_record(past, ttl_ms=1_000, claim=False).task_id for _ in range(3)]
     live = new_record(env.store, claim=False).task_id
-    env.server()                          # and not one task request
+    server = env.server()
+    task_id = legacy_create(server, "always")
+    until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
     until(lambda: not any(env.store.path(i).exists() for i in expired), what="the expired tasks to go")
     index = env.store.root / tasks.INDEX
-    until(lambda: index.read_bytes().count(b"\n") == 1, what="the index to lose them too")
-    assert env.store.path(live).exists()
+    until(lambda: index.read_bytes().count(b"\n") == 2, what="the index to lose them too")
+    assert env.store.path(live).exists() and env.store.path(task_id).exists()
 
 
 def run_supervisor(store: tasks.Store, task_id: str, secret: Path) -> None:
