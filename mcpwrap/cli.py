@@ -588,7 +588,7 @@ def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: s
     args = _settled(spec, _given_arguments(spec, arguments, arg), yes)
     target = Path(output) if output else None
     if task:
-        _call_as_task(config, spec, args, no_wait, (state_dir, secret_file), target, as_json)
+        _call_as_task(config, spec, args, no_wait, state_dir, secret_file, target, as_json)
     _run_call(spec, args, target, as_json)
 
 
@@ -638,11 +638,11 @@ def _confirm(tool: Any, question: str) -> None:
         _fail("declined; nothing ran", EXIT_TOOL_ERROR)
 
 
-def _call_as_task(config: Any, tool: Any, args: dict[str, Any], no_wait: bool, where: tuple[str | None, str | None],
-                  target: Path | None, as_json: bool) -> NoReturn:
-    """Start the call as a durable task (`where`: the state dir and secret file given); print its
-    id with `no_wait`, else wait for its outcome and print it as a call's."""
-    store, task_id = _start_task(config, tool, args, *where)
+def _call_as_task(config: Any, tool: Any, args: dict[str, Any], no_wait: bool, state_dir: str | None,
+                  secret_file: str | None, target: Path | None, as_json: bool) -> NoReturn:
+    """Start the call as a durable task; print its id with `no_wait`, else wait for its outcome
+    and print it as a call's."""
+    store, task_id = _start_task(config, tool, args, state_dir, secret_file)
     if no_wait:
         print(task_id)  # stdout-ok
         raise SystemExit(EXIT_OK)
