@@ -172,69 +172,6 @@ def _start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | N
     return store, record.task_id
 
 
-# The keywords `_plainly_valid` decides; anything else in an argument's schema leaves it to jsonschema.
-_ANNOTATIONS = {"description", "title", "default", "examples", "deprecated", "readOnly", "writeOnly"}
-_PLAIN = _ANNOTATIONS | {"type", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                         "minLength", "maxLength", "pattern", "items", "minItems", "maxItems"}
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool), "null": lambda v: v is None,
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
-    "array": lambda v: isinstance(v, list), "object": lambda v: isinstance(v, dict)}
-
-
-def _plainly_valid(tool: Any, args: dict[str, Any]) -> bool:
-    """True only when the arguments surely match the tool's inputSchema, judged without jsonschema
-    (the largest import of a `call`) for schemas made of `_PLAIN` keywords. False means "ask
-    jsonschema", which also words the problems; `tests/test_cli_more.py` checks the two agree."""
-    names = {a.name for a in tool.args}
-    return (all(name in names for name in args) and all(a.name in args for a in tool.args if a.required)
-            and all(_fits(a.schema, args[a.name]) for a in tool.args if a.name in args))
-
-
-def _fits(schema: Any, value: Any) -> bool:
-    """Whether `value` matches `schema` made of `_PLAIN` keywords; any other schema is "not sure" (False)."""
-    import re
-
-    if not isinstance(schema, dict) or not schema.keys() <= _PLAIN:
-        return False
-    kinds = schema.get("type", list(_TYPES))
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    if not all(k in _TYPES for k in kinds) or not any(_TYPES[k](value) for k in kinds):
-        return False
-    if "enum" in schema and not (isinstance(schema["enum"], list) and any(_same(e, value) for e in schema["enum"])):
-        return False
-    if "const" in schema and not _same(schema["const"], value):
-        return False
-    if _TYPES["number"](value) and not all(_bound(schema.get(k), value, op) for k, op in _BOUNDS):
-        return False
-    if isinstance(value, str):
-        return (schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value))
-                and ("pattern" not in schema or re.search(schema["pattern"], value) is not None))
-    if isinstance(value, list):
-        return (schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value))
-                and all(_fits(schema.get("items", {}), item) for item in value))
-    return True
-
-
-_BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
-    ("minimum", lambda v, b: v >= b), ("maximum", lambda v, b: v <= b),
-    ("exclusiveMinimum", lambda v, b: v > b), ("exclusiveMaximum", lambda v, b: v < b))
-
-
-def _bound(bound: Any, value: Any, op: Callable[[Any, Any], bool]) -> bool:
-    return bound is None or _TYPES["number"](bound) and op(value, bound)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """JSON equality of scalars (true is not 1; 1 is 1.0); containers are left to jsonschema."""
-    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
-        return False
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    return a == b
-
-
 def _typed_arg(tool: Any, text: str) -> tuple[str, Any]:
     """`--arg NAME=VALUE`, VALUE typed by NAME's schema (see `_typed_value`)."""
     name, value = _assignment("--arg", text)
@@ -273,10 +210,46 @@ def _parsed(arg: Any, value: str) -> Any:
         raise ValueError(f"{arg.name!r} takes {' or '.join(kinds)}, written as JSON") from None
 
 
-def _ask(arg: Any) -> Any:
-    """Prompt on the terminal for an elicited argument, showing what it accepts, until an answer fits."""
-    from jsonschema import Draft202012Validator   # only when a human is asked
+def _answers(tool: Any, known: dict[str, Any], fields: tuple[Any, ...]) -> dict[str, Any]:
+    """`known` with an answer for each of the elicited `fields`, asked one by one on the terminal."""
+    gathered = dict(known)
+    for at, arg in enumerate(fields):
+        later = {a.name for a in fields[at + 1:]}
+        gathered[arg.name] = _ask(tool, arg, gathered, later)
+    return gathered
 
+
+def _ask(tool: Any, arg: Any, known: dict[str, Any], later: set[str]) -> Any:
+    """Prompt for an elicited argument until the answer passes the call's own check
+    (`validation.argument_problems`, with the arguments asked for `later` not yet required)."""
+    from mcpwrap.validation import argument_problems
+
+    schema = arg.schema
+    while True:
+        sys.stderr.write(_question(arg))
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            _fail(f"no answer for {arg.name!r}; nothing ran", EXIT_USAGE)
+        text = line.rstrip("\n")
+        if not text and "default" in schema:
+            return schema["default"]
+        if schema.get("type") == "array" and not text.lstrip().startswith("["):   # a,b as the prompt offers it
+            value: Any = [part.strip() for part in text.split(",") if part.strip()]
+        else:
+            try:
+                value = _parsed(arg, text)
+            except ValueError as exc:
+                print(f"  {exc}; try again", file=sys.stderr)
+                continue
+        problems = argument_problems(tool, {**known, arg.name: value}, ignore_missing=later)
+        if not problems:
+            return value
+        print(f"  {'; '.join(problems)}; try again", file=sys.stderr)
+
+
+def _question(arg: Any) -> str:
+    """The prompt for an elicited argument: its description, what it accepts, its default."""
     from mcpwrap.config import string_consts
 
     schema = arg.schema
@@ -288,27 +261,7 @@ def _ask(arg: Any) -> Any:
     shown = "/".join(map(str, allowed)) if allowed else "true/false" if kind == "boolean" else kind
     several = " (several: a,b)" if kind == "array" else ""
     default = f", default {_json_text(schema['default'])}" if "default" in schema else ""
-    while True:
-        sys.stderr.write(f"{schema.get('description', arg.name)} [{shown}{several}{default}]: ")
-        sys.stderr.flush()
-        line = sys.stdin.readline()
-        if not line:
-            _fail(f"no answer for {arg.name!r}; nothing ran", EXIT_USAGE)
-        text = line.rstrip("\n")
-        if not text and "default" in schema:
-            return schema["default"]
-        if kind == "array" and not text.lstrip().startswith("["):     # a,b as the prompt offers it
-            value: Any = [part.strip() for part in text.split(",") if part.strip()]
-        else:
-            try:
-                value = _parsed(arg, text)
-            except ValueError as exc:
-                print(f"  {exc}; try again", file=sys.stderr)
-                continue
-        problem = next(Draft202012Validator(schema).iter_errors(value), None)
-        if problem is None:
-            return value
-        print(f"  {problem.message}; try again", file=sys.stderr)
+    return f"{schema.get('description', arg.name)} [{shown}{several}{default}]: "
 
 
 def _json_text(value: Any) -> str:
@@ -616,15 +569,14 @@ def _print_args(args: Any) -> None:
 
 def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: str | None, yes: bool,
           task: bool, no_wait: bool, state_dir: str | None, secret_file: str | None, as_json: bool) -> NoReturn:
+    """Run one tool as `serve` runs it for a client: the same checks and questions (asked here, on
+    the terminal), then the command, or a durable task with `--task`."""
     if no_wait and not task:
         _fail("--no-wait goes with --task", EXIT_USAGE)
     gc.disable()        # what the imports and the tools file create lives until exit: no collection pass
-    try:                # over it can free anything (~5% of the start-up), and frozen, none walks it later
-        import orjson
-        import trio
-
-        from mcpwrap import runner
-        from mcpwrap.validation import argument_problems   # imports jsonschema only when it validates
+    try:                # over it can free anything, and frozen, none walks it later
+        from mcpwrap import runner  # noqa: F401  (trio too: imported before the freeze)
+        from mcpwrap.protocol import asking  # noqa: F401
 
         config = _load(Path(file))
     finally:
@@ -633,41 +585,81 @@ def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: s
     spec = config.tool(tool)
     if spec is None:
         _fail(f"no tool named {tool!r} in {file} (tools: {', '.join(t.name for t in config.tools)})", EXIT_USAGE)
+    args = _settled(spec, _given_arguments(spec, arguments, arg), yes)
+    target = Path(output) if output else None
+    if task:
+        _call_as_task(config, spec, args, no_wait, state_dir, secret_file, target, as_json)
+    _run_call(spec, args, target, as_json)
+
+
+def _given_arguments(tool: Any, json_text: str | None, assignments: list[str]) -> dict[str, Any]:
+    """The JSON object given, then each `--arg NAME=VALUE` over it (typed by NAME's schema)."""
+    import orjson
+
     try:
-        args = orjson.loads(arguments) if arguments else {}
+        args = orjson.loads(json_text) if json_text else {}
     except orjson.JSONDecodeError as exc:
         _fail(f"the JSON arguments do not parse: {exc}", EXIT_USAGE)
     if not isinstance(args, dict):
         _fail("the JSON arguments must be an object, like '{\"name\": \"value\"}'", EXIT_USAGE)
-    args.update(_typed_arg(spec, a) for a in arg)
-    interactive = sys.stdin.isatty()
-    for missing in (a for a in spec.args if a.elicit and a.name not in args and interactive):
-        args[missing.name] = _ask(missing)
-    problems = [] if _plainly_valid(spec, args) else argument_problems(spec, args)
-    if problems:
-        _fail(f"invalid arguments for {tool!r}: " + "; ".join(problems) + " (nothing ran)", EXIT_USAGE)
-    if spec.confirm and not yes:
-        from mcpwrap.protocol.asking import render_confirm
+    args.update(_typed_arg(tool, a) for a in assignments)
+    return args
 
-        question = render_confirm(spec.confirm, runner.with_defaults(spec, args))
-        if not interactive:
-            _fail(f"{tool!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
-        sys.stderr.write(f"{question} [y/N]: ")
-        sys.stderr.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            _fail("declined; nothing ran", EXIT_TOOL_ERROR)
-    target = Path(output) if output else None
-    if task:
-        store, task_id = _start_task(config, spec, args, state_dir, secret_file)
-        if no_wait:
-            print(task_id)  # stdout-ok
-            raise SystemExit(EXIT_OK)
-        print(f"task {task_id} (mcpwrap tasks show|result|cancel {task_id})", file=sys.stderr)
-        _task_outcome(store, task_id, True, target, as_json)
-    progress = _ProgressLine(tool) if sys.stderr.isatty() and spec.progress else None
+
+def _settled(tool: Any, args: dict[str, Any], yes: bool) -> dict[str, Any]:
+    """The arguments once the call needs nothing more. What is missing is decided as for a client
+    (`protocol.asking.next_question`) and asked on the terminal: the elicited arguments, then the
+    confirmation (`--yes` gives it). Exits 2 on refused arguments or when stdin is no terminal to
+    ask on, 1 when the user declines."""
+    from mcpwrap.protocol.asking import next_question
+
+    confirmed = yes
+    while (step := next_question(tool, args, confirmed)) is not None:
+        if isinstance(step, list):
+            _fail(f"invalid arguments for {tool.name!r}: " + "; ".join(step) + " (nothing ran)", EXIT_USAGE)
+        if step.key == "confirm":
+            _confirm(tool, step.message)
+            confirmed = True
+        elif sys.stdin.isatty():
+            args = _answers(tool, args, step.fields)
+        else:
+            _fail(f"{tool.name!r} needs {step.purpose} from the user, and stdin is not a terminal to ask on; "
+                  "pass them with --arg (nothing ran)", EXIT_USAGE)
+    return args
+
+
+def _confirm(tool: Any, question: str) -> None:
+    """Ask the tool's confirmation on the terminal; anything but y or yes declines."""
+    if not sys.stdin.isatty():
+        _fail(f"{tool.name!r} asks \"{question}\" before it runs; pass --yes to confirm (nothing ran)", EXIT_USAGE)
+    sys.stderr.write(f"{question} [y/N]: ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        _fail("declined; nothing ran", EXIT_TOOL_ERROR)
+
+
+def _call_as_task(config: Any, tool: Any, args: dict[str, Any], no_wait: bool, state_dir: str | None,
+                  secret_file: str | None, target: Path | None, as_json: bool) -> NoReturn:
+    """Start the call as a durable task; print its id with `no_wait`, else wait for its outcome
+    and print it as a call's."""
+    store, task_id = _start_task(config, tool, args, state_dir, secret_file)
+    if no_wait:
+        print(task_id)  # stdout-ok
+        raise SystemExit(EXIT_OK)
+    print(f"task {task_id} (mcpwrap tasks show|result|cancel {task_id})", file=sys.stderr)
+    _task_outcome(store, task_id, True, target, as_json)
+
+
+def _run_call(tool: Any, args: dict[str, Any], target: Path | None, as_json: bool) -> NoReturn:
+    """Run the command here, its stderr (or progress) on ours, and print its result; exit 1 on a tool error."""
+    import trio
+
+    from mcpwrap import runner
+
+    progress = _ProgressLine(tool.name) if sys.stderr.isatty() and tool.progress else None
     try:
         result = trio.run(lambda: runner.run(
-            spec, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
+            tool, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
             on_progress=progress.update if progress else None))
     except runner.ArgumentError as exc:
         _fail(f"{exc} (nothing ran)", EXIT_USAGE)

@@ -45,8 +45,8 @@ def test_call_of_a_plain_tool_loads_only_what_running_it_needs(tmp_path: Path) -
     tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string" }\n')
     for _ in range(2):                    # the first sight of the file checks its schemas (jsonschema)
         modules, enabled, frozen = loaded(tmp_path, "call", str(tools), "echo", "-a", "text=hi")
-    assert {"trio", "mcpwrap.runner"} <= modules
-    assert not modules & (NEVER | {"mcpwrap.spool", "mcpwrap.tasks", "mcpwrap.signing", "mcpwrap.protocol",
+    assert {"trio", "mcpwrap.runner", "mcpwrap.protocol.asking"} <= modules   # asked what is missing as serve is
+    assert not modules & (NEVER | {"mcpwrap.spool", "mcpwrap.tasks", "mcpwrap.protocol.core",
                                    "mcpwrap.server"}), "call loads what a plain tool does not use"
     assert enabled and frozen             # imported without collection passes, then frozen: none walks them later
 

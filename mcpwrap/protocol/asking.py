@@ -125,26 +125,33 @@ def _invalid(pending: Pending, problems: list[str]) -> ToolResult | ProtocolErro
 
 def next_step(pending: Pending) -> Question | ToolResult | ProtocolError | None:
     """What the call still needs: a question, a refusal, or nothing (ready to run)."""
-    tool = pending.tool
-    missing = tuple(a for a in tool.args if a.elicit and a.name not in pending.arguments)
-    problems = argument_problems(tool, pending.arguments, ignore_missing={a.name for a in missing})
+    step = next_question(pending.tool, pending.arguments, pending.confirmed)
+    return _invalid(pending, step) if isinstance(step, list) else step
+
+
+def next_question(tool: Tool, arguments: Mapping[str, Any], confirmed: bool) -> Question | list[str] | None:
+    """What a call with these arguments still needs, whoever asks (a client, or `mcpwrap call` on a
+    terminal): why it is refused (a non-empty list), the next question, or nothing (ready to run).
+    What was given is checked before anything is asked."""
+    missing = tuple(a for a in tool.args if a.elicit and a.name not in arguments)
+    problems = argument_problems(tool, arguments, ignore_missing={a.name for a in missing})
     if problems:
-        return _invalid(pending, problems)
-    filled, problems = resolve_paths(tool, with_defaults(tool, pending.arguments))
+        return problems
+    filled, problems = resolve_paths(tool, with_defaults(tool, arguments))
     if problems:
-        return _invalid(pending, problems)
+        return problems
     try:
         build_argv(tool, filled)
         if tool.shell is not None:
             build_env(tool, filled, {})       # a shell tool's values travel here: same checks, same moment
     except ArgumentError as exc:
-        return _invalid(pending, [str(exc)])
+        return [str(exc)]
     if missing:
         names = ", ".join(a.name for a in missing)
         return Question("arguments", f"the arguments {names}",
                         f"'{tool.name}' needs: {names}", missing)
-    if tool.confirm and not pending.confirmed:
-        return Question("confirm", "confirmation", render_confirm(tool.confirm, with_defaults(tool, pending.arguments)))
+    if tool.confirm and not confirmed:
+        return Question("confirm", "confirmation", render_confirm(tool.confirm, with_defaults(tool, arguments)))
     return None
 
 
