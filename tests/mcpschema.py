@@ -55,15 +55,40 @@ def _root(rev: str) -> dict[str, Any]:
     return json.loads((HERE / rev / "schema.json").read_text())
 
 
-def _close(schema: Any, key: str | None = None) -> Any:
+def _close(schema: Any, key: str | None = None, unevaluated: bool = False) -> Any:
+    """The schema with no room for keys it does not name. An object composed with `allOf` (e.g.
+    NotificationParams & Task) is closed where it is composed, with `unevaluatedProperties` (2020-12
+    only), since each part closed alone would refuse the other part's keys."""
     if isinstance(schema, dict):
-        out = {k: _close(v, k) for k, v in schema.items()}
-        if "properties" in out and "additionalProperties" not in out and key not in OPEN_KEYS:
+        out = {k: _close(v, k, unevaluated) for k, v in schema.items()}
+        if key in OPEN_KEYS:
+            return out
+        if "properties" in out and "additionalProperties" not in out:
             out["additionalProperties"] = False
+        elif "allOf" in out and unevaluated and "unevaluatedProperties" not in out:
+            out["unevaluatedProperties"] = False
         return out
     if isinstance(schema, list):
-        return [_close(v) for v in schema]
+        return [_close(v, None, unevaluated) for v in schema]
     return schema
+
+
+def _composed(defs: dict[str, Any]) -> set[str]:
+    """The definitions that are parts of an `allOf` somewhere: closed only where they are composed."""
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for part in node.get("allOf", []):
+                if isinstance(part, dict) and isinstance(part.get("$ref"), str):
+                    found.add(part["$ref"].rsplit("/", 1)[-1])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+    walk(defs)
+    return found
 
 
 @functools.cache
@@ -72,7 +97,9 @@ def _validator(rev: str, definition: str, strict: bool) -> Any:
     defs_key = "$defs" if "$defs" in root else "definitions"
     if strict:
         # A _meta object is free-form by design (any prefixed key), also where it is a $ref'd definition.
-        root[defs_key] = {name: d if name.endswith("MetaObject") else _close(d) for name, d in root[defs_key].items()}
+        parts = _composed(root[defs_key]) if defs_key == "$defs" else set()
+        root[defs_key] = {name: d if name.endswith("MetaObject") or name in parts else _close(d, None, bool(parts))
+                          for name, d in root[defs_key].items()}
     schema = {**root, "$ref": f"#/{defs_key}/{definition}"}
     cls = Draft202012Validator if defs_key == "$defs" else Draft7Validator
     return cls(schema)
