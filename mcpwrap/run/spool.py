@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcpwrap.durable import open_private, private_tree
+from mcpwrap.state.durable import open_private, private_tree
 from mcpwrap.protocol import grammar
 from mcpwrap.protocol.identity import LOCAL
 
