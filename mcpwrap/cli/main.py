@@ -127,8 +127,8 @@ def _task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_
     0 completed, 1 failed, cancelled or a tool error, 4 still running."""
     import time
 
-    from mcpwrap.tasks import store as tasks
     from mcpwrap.protocol.tasking import stored_result
+    from mcpwrap.tasks import store as tasks
 
     record = _task_record(store, task_id)
     progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
@@ -577,8 +577,8 @@ def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: s
         _fail("--no-wait goes with --task", EXIT_USAGE)
     gc.disable()        # what the imports and the tools file create lives until exit: no collection pass
     try:                # over it can free anything, and frozen, none walks it later
-        from mcpwrap.run import process as runner  # noqa: F401  (trio too: imported before the freeze)
         from mcpwrap.protocol import asking  # noqa: F401
+        from mcpwrap.run import process as runner  # noqa: F401  (trio too: imported before the freeze)
 
         config = _load(Path(file))
     finally:
@@ -680,11 +680,11 @@ def _read(file: str, uri: str, output: str | None, state_dir: str | None, as_jso
     `length` bytes of it). Text goes to stdout, binary contents to files as `call` writes them."""
     import trio
 
-    from mcpwrap.serve import effects as sources
     from mcpwrap.protocol import resources
     from mcpwrap.protocol.revisions import LATEST_LEGACY
     from mcpwrap.protocol.tools import ProtocolError
     from mcpwrap.result import ToolResult
+    from mcpwrap.serve import effects as sources
 
     config = _load(Path(file))
     spool = _spool(config, state_dir)
@@ -751,11 +751,11 @@ def _prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json
     """Get a prompt as `serve` would and print its messages."""
     import trio
 
-    from mcpwrap.serve import effects as sources
     from mcpwrap.protocol import prompts
     from mcpwrap.protocol.revisions import LATEST_LEGACY
     from mcpwrap.protocol.tools import ProtocolError
     from mcpwrap.result import Resource, Text
+    from mcpwrap.serve import effects as sources
 
     config = _load(Path(file))
     if config.prompt(name) is None:
@@ -962,8 +962,8 @@ def _task_store(file: str, state_dir: str | None) -> Any:
 
 def _find_task(where: str, task_id: str | None, state_dir: str | None) -> tuple[Any, str]:
     """The store holding the task and its id: FILE's store, or the one store under the state dir that has it."""
-    from mcpwrap.tasks import store as tasks
     from mcpwrap.protocol.tasking import valid_id
+    from mcpwrap.tasks import store as tasks
 
     if task_id is not None:
         return _task_store(where, state_dir), task_id
@@ -1012,8 +1012,8 @@ def _tasks_result(where: str, task_id: str | None, state_dir: str | None, wait: 
 
 
 def _tasks_cancel(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
-    from mcpwrap.tasks import store as tasks
     from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
+    from mcpwrap.tasks import store as tasks
 
     store, task_id = _find_task(where, task_id, state_dir)
     try:
@@ -1417,8 +1417,8 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
                   tools: list[str] | None = None, toolset: Any = None, remote: Any = None) -> int:
     gc.disable()        # until `front.prepare` freezes them: the imports, the tools file and the core live as long
-    from mcpwrap.serve import front   # as the server, and no collection pass over them need delay its first answer
     from mcpwrap.config.model import Toolset
+    from mcpwrap.serve import front   # as the server, and no collection pass over them need delay its first answer
 
     level = option_value(log_level, "--log-level", lambda: "info")
     if level not in front.LEVELS:

@@ -15,8 +15,8 @@ from mcpwrap.protocol.identity import LOCAL
 
 if TYPE_CHECKING:
     from mcpwrap.config.model import Prompt, Tool
-    from mcpwrap.protocol.jsonrpc import RequestId
     from mcpwrap.protocol import resources
+    from mcpwrap.protocol.jsonrpc import RequestId
     from mcpwrap.protocol.revisions import Revision
 
 

@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import orjson
 
-from mcpwrap.protocol import jsonrpc
 from mcpwrap.config.model import Config, Tool
-from mcpwrap.protocol.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
+from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol import modern
 from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource,
                                       Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.identity import LOCAL_USER, Identity
-from mcpwrap.protocol.session import HOLDS, Held, LegacySession, level_allows
+from mcpwrap.protocol.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
                                         Revision, declared)
+from mcpwrap.protocol.session import HOLDS, Held, LegacySession, level_allows
 from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, parse_call, progress_params,
                                     render_result)
 
@@ -65,8 +65,8 @@ if TYPE_CHECKING:
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
     from mcpwrap.result import Resource as Contents
-    from mcpwrap.state.signing import Keyring
     from mcpwrap.run.spool import Page
+    from mcpwrap.state.signing import Keyring
 
 
 ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?

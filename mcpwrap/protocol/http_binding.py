@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcpwrap.protocol.jsonrpc import Request
 from mcpwrap.protocol import grammar
+from mcpwrap.protocol.jsonrpc import Request
 from mcpwrap.protocol.modern import VERSION_KEY, is_modern
 from mcpwrap.protocol.revisions import ALL_VERSIONS
 from mcpwrap.protocol.tools import ProtocolError

@@ -13,8 +13,8 @@ from typing import Any
 
 from mcpwrap import __version__
 from mcpwrap.config.model import Config
-from mcpwrap.protocol.session import LOG_LEVELS
 from mcpwrap.protocol.revisions import ALL_VERSIONS, MODERN_ONLY_METHODS, MODERN_VERSIONS, REVISIONS, Revision
+from mcpwrap.protocol.session import LOG_LEVELS
 from mcpwrap.protocol.tools import ProtocolError
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"

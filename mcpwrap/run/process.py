@@ -63,16 +63,16 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import trio
 
-from mcpwrap.protocol import jsonrpc
-from mcpwrap.run import landlock, limits
 from mcpwrap.config.model import Limits, Sandbox, Tool
-from mcpwrap.state.durable import UnsafePathError, make_private_dir
-from mcpwrap.run.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
-from mcpwrap.run.procfs import adopt_early_forks, last_pid, mid_exec, proc_stat, read_file as _read
+from mcpwrap.protocol import jsonrpc
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
-from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
+from mcpwrap.run import landlock, limits
 from mcpwrap.run.arguments import resolve_paths
+from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
+from mcpwrap.run.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
+from mcpwrap.run.procfs import adopt_early_forks, last_pid, mid_exec, proc_stat, read_file as _read
+from mcpwrap.state.durable import UnsafePathError, make_private_dir
 
 if TYPE_CHECKING:                   # annotations only: a call that keeps no output imports no spool
     from mcpwrap.run.spool import Sink, Spool

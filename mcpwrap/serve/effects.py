@@ -14,7 +14,6 @@ from pathlib import Path
 
 import trio
 
-from mcpwrap.run import process as runner
 from mcpwrap.config.load import read_regular_file
 from mcpwrap.config.model import Config, Prompt, Tool
 from mcpwrap.protocol import resources
@@ -22,6 +21,7 @@ from mcpwrap.protocol.prompts import fill
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Block, Resource, Text, ToolResult
+from mcpwrap.run import process as runner
 from mcpwrap.run.spool import Page, Spool
 
 FILE_LIMIT = 8 * 1024 * 1024

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     import queue
     import threading
 
-    from mcpwrap.state import signing
     from mcpwrap.protocol.actions import Action
+    from mcpwrap.state import signing
 
 READ_CHUNK = 65536
 OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop

@@ -57,18 +57,18 @@ import trio
 
 from mcpwrap.config import load as config_module
 from mcpwrap.protocol import jsonrpc
-from mcpwrap.state import signing
-from mcpwrap.protocol.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol import http_binding as binding, identity
 from mcpwrap.protocol.actions import Action, CancelCall, Stderr
 from mcpwrap.protocol.actions import Send as Write
 from mcpwrap.protocol.core import BatchBudget, Core, unexpected
+from mcpwrap.protocol.jsonrpc import Batch, Invalid, Request, RequestId
+from mcpwrap.protocol.modern import is_modern
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.session import State
-from mcpwrap.protocol.modern import is_modern
 from mcpwrap.serve.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
-                           tracing)
+                                 tracing)
 from mcpwrap.serve.stdio import Admission, Driver, Outbox, _stop_on_signal
+from mcpwrap.state import signing
 
 if TYPE_CHECKING:
     from hypercorn.config import Config as HypercornConfig, Sockets

@@ -37,16 +37,16 @@ from typing import Any, Protocol
 import trio
 
 from mcpwrap.config import load as config_module
-from mcpwrap.run import process as runner
-from mcpwrap.serve import effects as sources
-from mcpwrap.serve.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
-                           file_signature, log, received, trace_in, tracing)
 from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource, Send,
                                       StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.core import Core, bug_report
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
+from mcpwrap.run import process as runner
 from mcpwrap.run.spool import Spool
+from mcpwrap.serve import effects as sources
+from mcpwrap.serve.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
+                                 file_signature, log, received, trace_in, tracing)
 
 WATCH_INTERVAL_S = 0.5
 QUEUED_PER_SLOT = 64              # calls that may wait for a slot, per slot of --max-calls (4,160 at the default)

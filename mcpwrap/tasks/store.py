@@ -94,8 +94,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcpwrap.config import load as config_module
-from mcpwrap.state import signing
-from mcpwrap.state.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
 from mcpwrap.protocol import identity, tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -109,6 +107,8 @@ from mcpwrap.protocol.tasking import (
 )
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.run.procfs import proc_stat
+from mcpwrap.state import signing
+from mcpwrap.state.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
 
 if TYPE_CHECKING:
     import trio
@@ -883,8 +883,8 @@ async def supervise(store: Store, task_id: str, secret_file: Path) -> int:
 async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
     import trio
 
-    from mcpwrap.run import process as runner
     from mcpwrap.result import error_result
+    from mcpwrap.run import process as runner
     from mcpwrap.run.spool import Spool
 
     task_id = record.task_id
