@@ -1395,7 +1395,7 @@ HARDENING = SCENARIOS[8:]
 # prints [version, the progress regex of the starter tools file mcpwrap ships (or null)]
 PROBE = """\
 import importlib.resources, json, tomllib, mcpwrap, trio
-starter = tomllib.loads(importlib.resources.files("mcpwrap").joinpath("starter.toml").read_text())
+starter = tomllib.loads(importlib.resources.files("mcpwrap.config").joinpath("starter.toml").read_text())
 shipped = [t["progress"] for t in starter.get("tools", {}).values() if "progress" in t]
 print(json.dumps([mcpwrap.__version__, shipped[0] if shipped else None]))
 """

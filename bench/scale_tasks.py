@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mcpwrap import tasks
+from mcpwrap.tasks import store as tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench as B  # noqa: E402

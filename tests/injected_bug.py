@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mcpwrap import cli, jsonrpc, server
+from mcpwrap.cli import main as cli
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.serve import stdio as server
 from mcpwrap.protocol.core import Core
 
 BUG = "INJECTED_BUG"

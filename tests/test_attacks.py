@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 from tests.harness import HANG_S, Server, write_atomically
 
 TOOLS = """
@@ -243,7 +243,8 @@ def test_stdin_closed_right_at_the_hand_over_ends_quietly(tmp_path: Path) -> Non
 CHILD = """
 import os, sys, time
 from pathlib import Path
-from mcpwrap import tasks, signing
+from mcpwrap.state import signing
+from mcpwrap.tasks import store as tasks
 root, mode, task_id = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 store = tasks.Store(root)
 def held():
@@ -287,7 +288,7 @@ def _killed_at(child: subprocess.Popen[str], expected: str = "held") -> None:
 
 
 def _store(tmp_path: Path) -> Any:
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
 
     return tasks.Store(tmp_path / "state" / "digest" / "tasks")
 
@@ -311,7 +312,7 @@ def test_a_process_killed_holding_the_ceilings_lock_blocks_nobody(tmp_path: Path
 def test_a_creator_killed_before_its_supervisor_frees_its_slot_and_its_task_fails(tmp_path: Path) -> None:
     """The server is SIGKILLed after the record is durable and before a supervisor exists: the
     ceiling is not consumed for good, and the task is not `working` for ever."""
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
     from mcpwrap.protocol.tasking import new_id
 
     store, task_id = _store(tmp_path), new_id()
@@ -350,7 +351,7 @@ def test_a_nonce_whose_recording_was_killed_never_authorises_a_run(tmp_path: Pat
     """Killed between the exclusive create of the ledger entry and dating it: the consumer never said
     yes (nothing ran), and every later consumer is refused while the entry stands; the sweep that
     eventually forgets it reads nothing from it and does not fail on it."""
-    from mcpwrap import signing
+    from mcpwrap.state import signing
 
     nonce = "n" * 22
     _killed_at(_child(tmp_path / "state", "nonce", nonce))
@@ -366,7 +367,7 @@ def test_a_nonce_whose_recording_was_killed_never_authorises_a_run(tmp_path: Pat
 def test_a_torn_index_entry_from_a_killed_creator_crashes_no_reader(tmp_path: Path) -> None:
     """A creator killed mid-append leaves part of an index entry: listing skips it and the next
     creation realigns the index."""
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
     from mcpwrap.protocol.tasking import new_id
 
     store = _store(tmp_path)
@@ -382,7 +383,7 @@ def test_a_torn_index_entry_from_a_killed_creator_crashes_no_reader(tmp_path: Pa
 
 # --- 4. Landlock grants through symbolic and hard links -------------------------------------------
 def _landlock() -> Any:
-    from mcpwrap import landlock
+    from mcpwrap.run import landlock
 
     if landlock.abi() == 0:
         pytest.skip("Landlock is not available on this kernel")

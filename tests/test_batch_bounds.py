@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 from mcpwrap.protocol.actions import ReadResource, StartCall
 from mcpwrap.protocol.core import BATCH_BYTES, BATCH_ITEMS, BatchBudget, Core
 from mcpwrap.result import Resource, Text, ToolResult

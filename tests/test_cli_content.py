@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import config
-from mcpwrap.spool import Spool
+from mcpwrap.config import load as config
+from mcpwrap.run.spool import Spool
 from tests import mcpschema
 from tests.test_cli_more import run
 from tests.test_resources import LEGACY, MODERN, init, make

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpwrap import tasks
+from mcpwrap.tasks import store as tasks
 from tests.harness import HANG_S, mcpwrap_cmd
 
 KEY = b"k" * 32
@@ -78,9 +78,9 @@ ROOT = Path(__file__).parent.parent
 
 def test_repo_tools_search_takes_a_pattern_that_starts_with_a_dash() -> None:
     done = run("call", str(ROOT / "examples" / "repo-tools.toml"), "search", "--arg", "pattern=-> None:",
-               "--arg", "path=mcpwrap/cli.py")
+               "--arg", "path=mcpwrap/cli/main.py")
     assert done.returncode == 0, done.stderr
-    assert "mcpwrap/cli.py:" in done.stdout and "-> None:" in done.stdout
+    assert "mcpwrap/cli/main.py:" in done.stdout and "-> None:" in done.stdout
 
 
 def test_check_warns_for_each_program_not_on_path_and_fails_with_strict(tmp_path: Path) -> None:
@@ -298,7 +298,7 @@ def test_an_elicited_argument_is_never_skipped_off_a_terminal(tmp_path: Path) ->
 def test_the_default_state_dir_is_platformdirs_own(monkeypatch: pytest.MonkeyPatch) -> None:
     import platformdirs
 
-    from mcpwrap.cli import default_state_dir
+    from mcpwrap.cli.main import default_state_dir
 
     for xdg in (None, "/x/state", "  "):
         if xdg is None:
@@ -444,7 +444,7 @@ def test_init_from_help_writes_nothing_that_does_not_check(tmp_path: Path) -> No
 
 def test_the_quick_exit_still_runs_exit_handlers_and_flushes(tmp_path: Path) -> None:
     """`entry` skips the interpreter's teardown, not the runner's cgroup cleanup nor buffered output."""
-    from mcpwrap import runner
+    from mcpwrap.run import process as runner
 
     tools = tmp_path / "t.toml"
     tools.write_text('[tools.few]\ncommand = ["echo", "a few bytes"]\n')           # they would sit in the buffer

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from mcpwrap import tasks
+from mcpwrap.tasks import store as tasks
 from tests.harness import HANG_S, mcpwrap_cmd
 
 KEY = b"k" * 32
 REPORT = """
 import gc, sys
 sys.argv = ["mcpwrap", *sys.argv[1:]]
-from mcpwrap.cli import main
+from mcpwrap.cli.main import main
 try:
     main()
 except SystemExit:
@@ -45,9 +45,9 @@ def test_call_of_a_plain_tool_loads_only_what_running_it_needs(tmp_path: Path) -
     tools.write_text('[tools.echo]\ncommand = ["echo", "{text}"]\nargs.text = { type = "string" }\n')
     for _ in range(2):                    # the first sight of the file checks its schemas (jsonschema)
         modules, enabled, frozen = loaded(tmp_path, "call", str(tools), "echo", "-a", "text=hi")
-    assert {"trio", "mcpwrap.runner", "mcpwrap.protocol.asking"} <= modules   # asked what is missing as serve is
-    assert not modules & (NEVER | {"mcpwrap.spool", "mcpwrap.tasks", "mcpwrap.protocol.core",
-                                   "mcpwrap.server"}), "call loads what a plain tool does not use"
+    assert {"trio", "mcpwrap.run.process", "mcpwrap.protocol.asking"} <= modules   # asked what is missing as serve is
+    assert not modules & (NEVER | {"mcpwrap.run.spool", "mcpwrap.tasks.store", "mcpwrap.protocol.core",
+                                   "mcpwrap.serve.stdio"}), "call loads what a plain tool does not use"
     assert enabled and frozen             # imported without collection passes, then frozen: none walks them later
 
 
@@ -62,8 +62,8 @@ def test_tasks_commands_load_neither_trio_nor_the_runner(tmp_path: Path) -> None
     for args in (["list", str(tools)], ["show", working.task_id], ["result", done.task_id],
                  ["result", str(tools), working.task_id]):
         modules, _, _ = loaded(tmp_path, "tasks", *args)
-        assert "mcpwrap.tasks" in modules, args
-        assert not modules & (NEVER | {"trio", "mcpwrap.runner"}), args
+        assert "mcpwrap.tasks.store" in modules, args
+        assert not modules & (NEVER | {"trio", "mcpwrap.run.process"}), args
     assert store.get(working.task_id).status == "working"    # its supervisor was seen alive, not failed
 
 
@@ -87,7 +87,9 @@ def test_shell_commands_import_neither_typer_nor_jsonschema_for_a_known_file(tmp
 FIRST_ANSWERS = """
 import sys
 sys.argv = ["mcpwrap", *sys.argv[1:]]
-from mcpwrap import cli, front, jsonrpc
+from mcpwrap.cli import main as cli
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.serve import front
 
 def first_answers(config, options):
     # in the place of front.run: the core answers stdin's requests as the front does before trio
@@ -116,8 +118,8 @@ FIRST_REQUESTS = [
 # the threads (the import thread starts once the answers already due are written).
 NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
     "threading", "queue",
-    "trio", "mcpwrap.server", "mcpwrap.runner", "mcpwrap.signing", "mcpwrap.result", "mcpwrap.spool",
-    "mcpwrap.templating", "mcpwrap.validation", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
+    "trio", "mcpwrap.serve.stdio", "mcpwrap.run.process", "mcpwrap.state.signing", "mcpwrap.result", "mcpwrap.run.spool",
+    "mcpwrap.run.argv", "mcpwrap.run.arguments", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
     "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts"}
 
 
@@ -149,7 +151,7 @@ def test_the_default_secret_file_is_platformdirs_own(monkeypatch: pytest.MonkeyP
     """`serve` writes the XDG rule out instead of importing platformdirs before its first answer."""
     import platformdirs
 
-    from mcpwrap.cli import _default_secret_file
+    from mcpwrap.cli.main import _default_secret_file
 
     for xdg in (None, "/x/config", "  ", "relative/config"):
         if xdg is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 from tests.harness import Server
 from tests.httpharness import HttpServer
 

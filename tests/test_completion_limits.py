@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 from mcpwrap.protocol.actions import Complete, StopComplete
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.prompts import COMPLETION_TTL_S, COMPLETION_WAITERS

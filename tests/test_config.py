@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 
 BROKEN = Path(__file__).parent / "fixtures" / "broken"
 # file -> (line, col, words the message must contain)

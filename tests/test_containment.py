@@ -32,7 +32,9 @@ from typing import Any
 import pytest
 import trio
 
-from mcpwrap import config, jsonrpc, runner
+from mcpwrap.config import load as config
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.run import process as runner
 from tests import procs
 from tests.harness import HANG_S, until
 
@@ -298,7 +300,8 @@ progress = '(\\d+)/(\\d+)'
 CATASTROPHIC = """
 import sys, trio
 from pathlib import Path
-from mcpwrap import config, runner
+from mcpwrap.config import load as config
+from mcpwrap.run import process as runner
 spec = config.loads('''[tools.t]
 shell = "for i in $(seq 50); do echo {line} >&2; done; echo intact"
 progress = '(a+)+b'
@@ -350,7 +353,7 @@ def test_match_guard_stops_a_runaway_match_and_restores_signals() -> None:
     assert found and found[0] is not None
 
 
-@pytest.mark.parametrize("path", ["mcpwrap/starter.toml", "examples/deploy.toml", "tests/fixtures/basic.toml",
+@pytest.mark.parametrize("path", ["mcpwrap/config/starter.toml", "examples/deploy.toml", "tests/fixtures/basic.toml",
                                   "tests/fixtures/sdk.toml", "tests/fixtures/ts.toml"])
 def test_shipped_progress_patterns_are_linear(path: str) -> None:
     """A line of digits with no slash: a backtracking pattern takes ~n^2 steps, a linear one ~n."""
@@ -402,7 +405,7 @@ def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str,
     base = runner._own_cgroup2()
     assert base is not None
     prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
-    code = "from mcpwrap import runner\nprint(runner.containment().split()[-1])\n"
+    code = "from mcpwrap.run import process as runner\nprint(runner.containment().split()[-1])\n"
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=HANG_S,
                           cwd=Path(__file__).parent.parent)
     server = done.stdout.strip()
@@ -476,7 +479,8 @@ def test_a_process_caught_mid_exec_is_looked_at_again(mark: str, monkeypatch: py
 CALLER = """
 import sys, trio
 from pathlib import Path
-from mcpwrap import config, runner
+from mcpwrap.config import load as config
+from mcpwrap.run import process as runner
 spec = config.loads(sys.argv[1].encode(), Path("tools.toml")).tool("t")
 print(trio.run(runner.run, spec, {}).text, end="", flush=True)
 sys.stdin.read()

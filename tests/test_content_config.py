@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 
 SCHEMA = json.loads((Path(config.__file__).parent / "tools-file.schema.json").read_text())
 GOOD = """

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcpwrap import config, jsonrpc, signing
+from mcpwrap.config import load as config
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.state import signing
 from mcpwrap.protocol.actions import CancelCall, CancelTimer, Send, StartCall, StartTimer, Stderr, TaskOp
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.revisions import TASKS_EXTENSION

@@ -21,7 +21,9 @@ import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mcpwrap import config, jsonrpc, signing
+from mcpwrap.config import load as config
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.state import signing
 from mcpwrap.protocol.actions import Complete, GetPrompt, ReadResource, Send, StartCall, TaskOp
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.resources import OutputPage
@@ -30,7 +32,7 @@ from mcpwrap.protocol.tasking import TaskRecord, new_id
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Resource as Contents
 from mcpwrap.result import Text, ToolResult
-from mcpwrap.spool import Page
+from mcpwrap.run.spool import Page
 from tests.harness import modern_meta
 
 TOOLS = config.loads(b"""

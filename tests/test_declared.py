@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 from mcpwrap.protocol.core import Core
 from tests.harness import MODERN, Server, modern_meta
 from tests.httpharness import HttpServer

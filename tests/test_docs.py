@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import config as config_module
+from mcpwrap.config import load as config_module
 
 ROOT = Path(__file__).parent.parent
 README = ROOT / "README.md"
@@ -70,7 +70,7 @@ def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[
 def _cli() -> Any:
     import typer
 
-    from mcpwrap.cli import build_app
+    from mcpwrap.cli.main import build_app
 
     return typer.main.get_command(build_app())
 

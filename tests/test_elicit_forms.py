@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import config
+from mcpwrap.config import load as config
 from mcpwrap.protocol.actions import StartCall
 from mcpwrap.protocol.core import Core
 from tests import mcpschema

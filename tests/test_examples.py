@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from mcpwrap import landlock
+from mcpwrap.run import landlock
 from tests.harness import Server, mcpwrap_cmd
 
 ROOT = Path(__file__).parent.parent
@@ -52,7 +52,7 @@ def test_schema_blind_spots_are_real_fixtures() -> None:
 
 
 def test_schema_knows_every_key() -> None:
-    from mcpwrap import config
+    from mcpwrap.config import load as config
 
     doc = json.loads(mcpwrap("schema").stdout)
     assert set(doc["properties"]["server"]["properties"]) == config.SERVER_KEYS
@@ -68,7 +68,7 @@ def test_examples_check(path: Path) -> None:
 def test_repo_tools_search() -> None:
     done = mcpwrap("call", str(ROOT / "examples" / "repo-tools.toml"), "search", "--arg", "pattern=def build_argv")
     assert done.returncode == 0, done.stderr
-    assert "mcpwrap/templating.py:" in done.stdout
+    assert "mcpwrap/run/argv.py:" in done.stdout
 
 
 @pytest.mark.skipif(landlock.abi() == 0, reason="inspect.toml is sandboxed and this kernel has no Landlock")

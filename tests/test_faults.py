@@ -131,7 +131,7 @@ def test_task_creation_with_an_unusable_state_dir(tmp_path: Path) -> None:
 def test_no_space_left_leaves_nothing_half_written(tmp_path: Path, monkeypatch: Any) -> None:
     import errno
 
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
 
     store = tasks.Store(tmp_path / "store")
     real_fsync = os.fsync
@@ -152,12 +152,12 @@ def test_no_space_left_leaves_nothing_half_written(tmp_path: Path, monkeypatch: 
 
 
 def test_killed_writer_never_leaves_a_readable_partial_record(tmp_path: Path) -> None:
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
 
     root = tmp_path / "store"
     # The writer reports each record it finished; it is killed right after the report the test waits
     # for, so mid-way through its next write, wherever that is, however fast the machine.
-    writer = ("import sys\nfrom pathlib import Path\nfrom mcpwrap import tasks\n"
+    writer = ("import sys\nfrom pathlib import Path\nfrom mcpwrap.tasks import store as tasks\n"
               "store = tasks.Store(Path(sys.argv[1]))\n"
               "while True:\n"
               "    store.create(tool='job', arguments={'blob': 'x' * 200000}, ttl_ms=600000, poll_ms=1000,\n"

@@ -25,10 +25,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpwrap import front as front_module
-from mcpwrap import jsonrpc
-from mcpwrap.config import loads
-from mcpwrap.front import LOADED, Front, Options
+from mcpwrap.serve import front as front_module
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.config.load import loads
+from mcpwrap.serve.front import LOADED, Front, Options
 from mcpwrap.protocol.actions import Send, StartCall, Stderr
 from mcpwrap.protocol.core import Core
 from mcpwrap.result import Text, ToolResult
@@ -369,8 +369,8 @@ def test_a_session_that_ends_in_the_front_neither_waits_for_the_import_nor_sets_
         tmp_path: Path, pipes: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
     """EOF right after `initialize`: the front returns while the import thread is still held, and
     that thread, once free, sets nothing up (a server cgroup made then would outlive the exit)."""
-    import mcpwrap
-    from mcpwrap import runner
+    import mcpwrap.serve
+    from mcpwrap.run import process as runner
 
     release = threading.Event()
     set_up: list[str] = []
@@ -378,11 +378,11 @@ def test_a_session_that_ends_in_the_front_neither_waits_for_the_import_nor_sets_
     class Held(importlib.abc.MetaPathFinder):
         """Holds the import thread in its import of the driver until `release`."""
         def find_spec(self, name: str, *rest: Any) -> None:
-            if name == "mcpwrap.server":
+            if name == "mcpwrap.serve.stdio":
                 release.wait(HANG_S)
 
-    monkeypatch.delitem(sys.modules, "mcpwrap.server", raising=False)   # restored, with the attribute, after
-    monkeypatch.delattr(mcpwrap, "server", raising=False)
+    monkeypatch.delitem(sys.modules, "mcpwrap.serve.stdio", raising=False)   # restored, with the attribute, after
+    monkeypatch.delattr(mcpwrap.serve, "stdio", raising=False)
     monkeypatch.setattr(sys, "meta_path", [Held(), *sys.meta_path])
     monkeypatch.setattr(runner, "containment", lambda: set_up.append("containment") or "none")
     os.write(pipes["in_w"], line(1, "initialize", INIT))

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpwrap import config, spool
-from mcpwrap.protocol import binding, grammar, prompts, resources, tasking, tools
+from mcpwrap.config import load as config
+from mcpwrap.run import spool
+from mcpwrap.protocol import http_binding as binding, grammar, prompts, resources, tasking, tools
 from mcpwrap.protocol.revisions import LATEST_LEGACY
 from mcpwrap.protocol.tools import ProtocolError
 

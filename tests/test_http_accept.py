@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap.protocol import binding
+from mcpwrap.protocol import http_binding as binding
 from tests.harness import MODERN, modern_meta
 from tests.httpharness import HttpServer, check, modern_headers
 

@@ -10,11 +10,11 @@ import pytest
 import trio
 import trio.testing
 
-from mcpwrap import config as config_module
-from mcpwrap.http import HttpOptions, Hub, exposure_problem, parse_address
-from mcpwrap.jsonrpc import Request
-from mcpwrap.protocol import binding
-from mcpwrap.front import Options
+from mcpwrap.config import load as config_module
+from mcpwrap.serve.http import HttpOptions, Hub, exposure_problem, parse_address
+from mcpwrap.protocol.jsonrpc import Request
+from mcpwrap.protocol import http_binding as binding
+from mcpwrap.serve.front import Options
 from tests.harness import modern_meta, until
 from tests.httpharness import HttpServer
 

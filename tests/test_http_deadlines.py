@@ -18,7 +18,7 @@ import pytest
 import trio
 import trio.testing
 
-from mcpwrap import http as http_module
+from mcpwrap.serve import http as http_module
 from tests.harness import HANG_S, modern_meta, until
 from tests.httpharness import HttpServer, modern_headers
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import tasks
+from mcpwrap.tasks import store as tasks
 from mcpwrap.protocol.tasking import TaskLookupError
 from tests.harness import MODERN, Server, modern_meta, until
 from tests.httpharness import Answer, HttpServer, modern_headers

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpwrap import landlock
-from mcpwrap.landlock import Policy
+from mcpwrap.run import landlock
+from mcpwrap.run.landlock import Policy
 
 needs_landlock = pytest.mark.skipif(landlock.abi() == 0, reason="Landlock is not available on this kernel")
 

@@ -1,4 +1,4 @@
-"""mcpwrap.limits on real children: each limit stops a command that overruns it, and is named.
+"""mcpwrap.run.limits on real children: each limit stops a command that overruns it, and is named.
 
 Children start the way the runner starts them (preexec_fn=child_setup, a session of their own).
 Every command is bounded by itself (it stops after 10 s of CPU, 256 MiB, 64 processes, ...), so
@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import limits
-from mcpwrap.limits import CallLimits, Limits
+from mcpwrap.run import limits
+from mcpwrap.run.limits import CallLimits, Limits
 from tests import procs
 from tests.harness import HANG_S, until
 
@@ -186,7 +186,7 @@ def test_a_cgroup_that_cannot_be_made_fails_the_call_and_leaves_nothing() -> Non
 
 
 def test_exit_handler_clears_the_per_process_directories(tmp_path: Path) -> None:
-    script = ("import subprocess, sys\nfrom mcpwrap.limits import CallLimits, Limits\n"
+    script = ("import subprocess, sys\nfrom mcpwrap.run.limits import CallLimits, Limits\n"
               "call = CallLimits.create(Limits(memory=64 << 20, processes=16), 'left')\n"
               "child = subprocess.Popen([sys.executable, '-c', 'import signal; signal.pause()'],"
               " preexec_fn=call.child_setup, start_new_session=True, stdout=subprocess.DEVNULL)\n"

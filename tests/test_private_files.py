@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpwrap import durable
+from mcpwrap.state import durable
 from tests.harness import Server, mcpwrap_cmd, modern_meta
 
 TOOLS = """

@@ -134,7 +134,7 @@ def test_prompts_and_completions_over_pipes(tmp_path: Path) -> None:
 
 
 def test_reload_announces_prompts_only_when_they_change(tmp_path: Path) -> None:
-    from mcpwrap import config
+    from mcpwrap.config import load as config
 
     core = make(tmp_path, tools(tmp_path))
     init(core, "2025-11-25")

@@ -9,7 +9,9 @@ import orjson
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mcpwrap import config, jsonrpc, signing
+from mcpwrap.config import load as config
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.state import signing
 from mcpwrap.protocol.actions import Send
 from mcpwrap.protocol.core import Core
 from tests import mcpschema

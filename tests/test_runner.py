@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import trio
 
-from mcpwrap import config, runner
+from mcpwrap.config import load as config
+from mcpwrap.run import process as runner
 from mcpwrap.result import NO_STRUCTURED, Media, ResourceLink, Text
 from tests import procs
 from tests.harness import HANG_S, until
@@ -314,7 +315,7 @@ def _peak_rss_of_call(tmp_path: Path, tool_text: str, tool: str) -> tuple[int, s
     path.write_text(tool_text)
     # VmHWM, not ru_maxrss: ru_maxrss survives exec, so it would count the forking pytest process.
     code = ("import sys\nsys.argv = ['mcpwrap', 'call', sys.argv[1], sys.argv[2]]\n"
-            "from mcpwrap.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "from mcpwrap.cli.main import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
             "print('PEAK', hwm, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", code, str(path), tool], check=False, capture_output=True, text=True, timeout=120)

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import front as front_module
-from mcpwrap import jsonrpc
-from mcpwrap.config import loads
-from mcpwrap.front import Front, SecretSource
+from mcpwrap.serve import front as front_module
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.config.load import loads
+from mcpwrap.serve.front import Front, SecretSource
 from mcpwrap.protocol.core import Action, Core
 from tests import harness, httpharness
 from tests.harness import HANG_S, Server, until
@@ -134,7 +134,7 @@ def test_the_stdio_driver_answers_a_bug_in_core_receive_with_32603_and_serves_on
                                                                                  planted: None) -> None:
     with Server(tools, tmp_path, env={BUG: "receive:tools/list"}) as server:
         server.initialize()
-        # a call needs the driver: the front stops at it, so what follows is trio's to decide (front.py)
+        # a call needs the driver: the front stops at it, so what follows is trio's to decide (serve/front.py)
         server.request("tools/call", {"name": "echo", "arguments": {"msg": "hi"}}, id=2)
         server.request("tools/list", id=3)
         called, failed = server.responses([2, 3])

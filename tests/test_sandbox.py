@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap import landlock, limits
+from mcpwrap.run import landlock, limits
 from tests import procs
 from tests.harness import MODERN, Server, mcpwrap_cmd, modern_meta
 
@@ -181,7 +181,7 @@ command = ["echo", "ran"]
 
 
 def test_limits_name_what_stopped_the_call(tmp_path: Path) -> None:
-    gaps = limits.missing(__import__("mcpwrap.config", fromlist=["Limits"]).Limits(processes=16, memory=64 << 20))
+    gaps = limits.missing(__import__("mcpwrap.config.model", fromlist=["Limits"]).Limits(processes=16, memory=64 << 20))
     if gaps:
         pytest.skip("; ".join(gaps))
     bomb = "import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)"
@@ -342,7 +342,8 @@ def test_an_evicted_sandbox_policy_still_serves_the_call_that_holds_it(monkeypat
 
     import trio
 
-    from mcpwrap import config as config_module, runner
+    from mcpwrap.config import load as config_module
+    from mcpwrap.run import process as runner
 
     monkeypatch.setattr(runner._Sandboxed, "KEPT", 1)
     monkeypatch.setattr(runner._Sandboxed, "_cache", {})

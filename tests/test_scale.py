@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 import trio
 
-from mcpwrap import config, front
-from mcpwrap import server as server_module
+from mcpwrap.config import load as config
+from mcpwrap.serve import front
+from mcpwrap.serve import stdio as server_module
 from mcpwrap.protocol.core import Core
 from tests.harness import HANG_S, Server, write_atomically
 

@@ -21,10 +21,11 @@ import pytest
 import trio
 import trio.testing
 
-from mcpwrap import config, jsonrpc
-from mcpwrap import front, server as server_module
+from mcpwrap.config import load as config
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.serve import front, stdio as server_module
 from mcpwrap.protocol.core import Core
-from mcpwrap.server import Outbox
+from mcpwrap.serve.stdio import Outbox
 from tests.harness import HANG_S, MODERN, Server, mcpwrap_cmd, modern_meta, until
 from tests.procs import with_env
 

@@ -1,4 +1,4 @@
-"""Tests of mcpwrap.signing: the requestState signer and the shared secret file.
+"""Tests of mcpwrap.state.signing: the requestState signer and the shared secret file.
 
 No sleeps: time is the ``now`` argument. The multi-process test waits on pipes
 with bounded timeouts.
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcpwrap.signing import (
+from mcpwrap.state.signing import (
     CLOCK_SKEW_S,
     DEFAULT_STATE_TTL_S,
     MIN_KEY_BYTES,
@@ -366,7 +366,7 @@ def _race(code: str, *args: str, n: int = 20) -> list[str]:
 
 def test_exactly_one_secret_when_20_processes_race(tmp_path: Path) -> None:
     path = tmp_path / "fresh" / "secret"
-    code = "from mcpwrap.signing import ensure_secret\nprint(ensure_secret(Path(args[0]), time.time()).current.hex())\n"
+    code = "from mcpwrap.state.signing import ensure_secret\nprint(ensure_secret(Path(args[0]), time.time()).current.hex())\n"
     keys = set(_race(code, str(path)))
     assert len(keys) == 1
     assert os.listdir(path.parent) == ["secret"]
@@ -436,5 +436,5 @@ def test_an_unsafe_ledger_directory_is_refused(tmp_path: Path) -> None:
 
 
 def test_exactly_one_of_20_processes_consumes_a_nonce(tmp_path: Path) -> None:
-    code = "from mcpwrap.signing import NonceLedger\nprint(NonceLedger(Path(args[0])).consume('n', 2e9, 1e9))\n"
+    code = "from mcpwrap.state.signing import NonceLedger\nprint(NonceLedger(Path(args[0])).consume('n', 2e9, 1e9))\n"
     assert sorted(_race(code, str(tmp_path / "state"))) == ["False"] * 19 + ["True"]

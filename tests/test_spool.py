@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 import trio
 
-from mcpwrap import config, runner
-from mcpwrap.durable import UnsafePathError
-from mcpwrap.spool import Sink, Spool, valid
+from mcpwrap.config import load as config
+from mcpwrap.run import process as runner
+from mcpwrap.state.durable import UnsafePathError
+from mcpwrap.run.spool import Sink, Spool, valid
 from tests.harness import Server, modern_meta
 
 TEN_MB = bytes(range(256)) * 40960                  # 10 MiB, every byte value, not UTF-8

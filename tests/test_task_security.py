@@ -24,8 +24,11 @@ from typing import Any
 import orjson
 import pytest
 
-from mcpwrap import config, runner, signing, tasks
-from mcpwrap.durable import UnsafePathError
+from mcpwrap.config import load as config
+from mcpwrap.run import process as runner
+from mcpwrap.state import signing
+from mcpwrap.tasks import store as tasks
+from mcpwrap.state.durable import UnsafePathError
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
 from tests import procs
@@ -360,7 +363,7 @@ def test_the_ceiling_is_a_clear_error_on_the_wire(tmp_path: Path, monkeypatch: p
 # --- the supervisor's weight ----------------------------------------------------------------
 SUPERVISOR_IMPORTS = """
 import sys
-from mcpwrap import tasks
+from mcpwrap.tasks import store as tasks
 code = tasks.main(sys.argv[1:])
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("jsonschema", "typer", "click", "platformdirs"))))
 raise SystemExit(code)

@@ -31,7 +31,9 @@ from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from mcpwrap import config, signing, tasks
+from mcpwrap.config import load as config
+from mcpwrap.state import signing
+from mcpwrap.tasks import store as tasks
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from mcpwrap.protocol.tools import ProtocolError
@@ -369,7 +371,7 @@ def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(tmp_path: P
 CREATOR = """
 import sys
 from pathlib import Path
-from mcpwrap.tasks import Store
+from mcpwrap.tasks.store import Store
 store = Store(Path(sys.argv[1]))
 for _ in range(25):
     r = store.create(tool="t", arguments={}, ttl_ms=60000, poll_ms=100, tools_file=Path("/x"),

@@ -21,8 +21,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpwrap import config, runner
-from mcpwrap.templating import ArgumentError, build_argv, build_env
+from mcpwrap.config import load as config
+from mcpwrap.run import process as runner
+from mcpwrap.run.argv import ArgumentError, build_argv, build_env
 
 
 def tool(command: list[Any], args: str) -> config.Tool:

@@ -14,8 +14,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from mcpwrap import config
-from mcpwrap.validation import argument_problems, plain_check, plain_fits, resolve_paths
+from mcpwrap.config import load as config
+from mcpwrap.run.arguments import argument_problems, plain_check, plain_fits, resolve_paths
 
 
 def _tool(tmp_path: Path, arg: str) -> config.Tool:

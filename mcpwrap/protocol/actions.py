@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from mcpwrap.protocol.identity import LOCAL
 
 if TYPE_CHECKING:
-    from mcpwrap.config_model import Prompt, Tool
-    from mcpwrap.jsonrpc import RequestId
+    from mcpwrap.config.model import Prompt, Tool
     from mcpwrap.protocol import resources
+    from mcpwrap.protocol.jsonrpc import RequestId
     from mcpwrap.protocol.revisions import Revision
 
 

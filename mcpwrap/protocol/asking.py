@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcpwrap import signing
-from mcpwrap.config import PLACEHOLDER, Arg, Config, Tool, string_consts
+from mcpwrap.config.load import PLACEHOLDER, string_consts
+from mcpwrap.config.model import Arg, Config, Tool
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import CallRequest, ProtocolError
 from mcpwrap.result import ToolResult, error_result
-from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
-from mcpwrap.validation import argument_problems, resolve_paths
+from mcpwrap.run.arguments import argument_problems, resolve_paths
+from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
+from mcpwrap.state import signing
 
 if TYPE_CHECKING:
     from mcpwrap.protocol.actions import Context

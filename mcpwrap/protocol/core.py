@@ -3,7 +3,7 @@
 `Core.receive` takes a decoded message and returns `Action`s: messages to
 send, calls to start or cancel, timers, task-store operations, resource reads,
 prompt and completion commands. The driver
-(`server.py`) carries them out and reports outcomes back through the other
+(`serve/stdio.py`) carries them out and reports outcomes back through the other
 `Core` methods. The era of each request is decided from its body: modern
 `_meta` (or a method only 2026-07-28 has) means 2026-07-28 served statelessly,
 its envelope checked first; anything else belongs to this process's one legacy
@@ -45,28 +45,28 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 import orjson
 
-from mcpwrap import jsonrpc
-from mcpwrap.config import Config, Tool
-from mcpwrap.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
+from mcpwrap.config.model import Config, Tool
+from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol import modern
 from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource,
                                       Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.identity import LOCAL_USER, Identity
-from mcpwrap.protocol.legacy import HOLDS, Held, LegacySession, level_allows
+from mcpwrap.protocol.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, EXTENSION_TASK_METHODS, MODERN, TASKS_EXTENSION,
                                         Revision, declared)
+from mcpwrap.protocol.session import HOLDS, Held, LegacySession, level_allows
 from mcpwrap.protocol.tools import (ProtocolError, invalid_params, list_page, parse_call, progress_params,
                                     render_result)
 
 if TYPE_CHECKING:
-    from mcpwrap.config import Prompt
+    from mcpwrap.config.model import Prompt
     from mcpwrap.protocol import asking, resources
     from mcpwrap.protocol.prompts import CompletionCache, CompletionKey
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
     from mcpwrap.result import Resource as Contents
-    from mcpwrap.signing import Keyring
-    from mcpwrap.spool import Page
+    from mcpwrap.run.spool import Page
+    from mcpwrap.state.signing import Keyring
 
 
 ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?
@@ -592,7 +592,7 @@ class Core:
 
     def _consume(self, nonce: str, expires_at: float) -> None:
         """The retry's requestState authorises this run and no other, in any process sharing the ledger."""
-        from mcpwrap.signing import LedgerError
+        from mcpwrap.state.signing import LedgerError
 
         try:
             first = self.consume_once(nonce, expires_at, self.clock())
@@ -633,7 +633,7 @@ class Core:
 
     def _to_client(self, ctx: Context, key: Held, message: dict[str, Any]) -> list[Action]:
         """A request or notification of ours about `ctx`, held while the legacy session is not yet
-        initialized (`legacy.HOLDS`); the held ones whose request or question ended are dropped, so
+        initialized (`session.HOLDS`); the held ones whose request or question ended are dropped, so
         what waits is bounded by the requests in flight."""
         if ctx.modern or self.session.state not in HOLDS:
             return [Send(message)]

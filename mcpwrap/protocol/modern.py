@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpwrap import __version__
-from mcpwrap.config import Config
-from mcpwrap.protocol.legacy import LOG_LEVELS
+from mcpwrap.config.model import Config
 from mcpwrap.protocol.revisions import ALL_VERSIONS, MODERN_ONLY_METHODS, MODERN_VERSIONS, REVISIONS, Revision
+from mcpwrap.protocol.session import LOG_LEVELS
 from mcpwrap.protocol.tools import ProtocolError
 
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"

@@ -1,6 +1,6 @@
 """Task records as the protocol sees them, rendered for each era. Pure: no I/O, no trio.
 
-`TaskRecord` is the era-neutral value `tasks.py` keeps on disk. Its `status`
+`TaskRecord` is the era-neutral value `tasks/store.py` keeps on disk. Its `status`
 follows the 2026 extension's meaning: a tool result with `isError: true` is
 `completed` (with that result), and `failed` is kept for errors that are not
 tool results (the tool vanished, the supervisor died), which carry `error`.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from mcpwrap.config import Tool
+from mcpwrap.config.model import Tool
 from mcpwrap.protocol import grammar
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import (
@@ -73,7 +73,7 @@ class TaskRecord:
     progress: dict[str, Any] | None = None    # {progress, total?, message?}
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None   # {code, message}: failed without a tool result
-    mac: str | None = None                # binds the creation fields to the creator's secret (tasks.py)
+    mac: str | None = None                # binds the creation fields to the creator's secret (tasks/store.py)
     principal: str | None = None          # who created it (identity.py), MAC-bound; None: before principals
 
     @property

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mcpwrap.config import Config, Tool
+from mcpwrap.config.model import Config, Tool
 from mcpwrap.protocol import grammar
 from mcpwrap.protocol.revisions import Revision
 

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
-from mcpwrap.config import PathRule, Tool
+from mcpwrap.config.model import PathRule, Tool
 
 
 # The keywords the plain check decides: those that never make a value invalid (enumNames: an enum's

@@ -3,7 +3,7 @@
 One endpoint (`/mcp`) answers both eras, decided per POST from the body as on
 stdio. A 2026-07-28 request gets a `Core` of its own for the length of its
 POST (request ids of different clients never meet), its mirrored headers
-checked first (`protocol/binding.py`); closing its response is its
+checked first (`protocol/http_binding.py`); closing its response is its
 cancellation. `initialize` opens a legacy session: a `Core` and a `Driver`
 that live, under the hub's nursery, until DELETE, idle expiry or shutdown;
 its POSTs share them, and its `Router` sends each message to the response it
@@ -55,19 +55,20 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import trio
 
-from mcpwrap import config as config_module
-from mcpwrap import jsonrpc, signing
-from mcpwrap.jsonrpc import Batch, Invalid, Request, RequestId
-from mcpwrap.protocol import binding, identity
+from mcpwrap.config import load as config_module
+from mcpwrap.protocol import jsonrpc
+from mcpwrap.protocol import http_binding as binding, identity
 from mcpwrap.protocol.actions import Action, CancelCall, Stderr
 from mcpwrap.protocol.actions import Send as Write
 from mcpwrap.protocol.core import BatchBudget, Core, unexpected
-from mcpwrap.protocol.prompts import CompletionCache
-from mcpwrap.protocol.legacy import State
+from mcpwrap.protocol.jsonrpc import Batch, Invalid, Request, RequestId
 from mcpwrap.protocol.modern import is_modern
-from mcpwrap.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
-                           tracing)
-from mcpwrap.server import Admission, Driver, Outbox, _stop_on_signal
+from mcpwrap.protocol.prompts import CompletionCache
+from mcpwrap.protocol.session import State
+from mcpwrap.serve.front import (FLUSH_S, Options, SecretSource, _needs_secret, _stderr, file_signature, log, prepare,
+                                 tracing)
+from mcpwrap.serve.stdio import Admission, Driver, Outbox, _stop_on_signal
+from mcpwrap.state import signing
 
 if TYPE_CHECKING:
     from hypercorn.config import Config as HypercornConfig, Sockets

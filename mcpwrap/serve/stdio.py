@@ -36,16 +36,17 @@ from typing import Any, Protocol
 
 import trio
 
-from mcpwrap import config as config_module
-from mcpwrap import runner, sources
-from mcpwrap.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
-                           file_signature, log, received, trace_in, tracing)
+from mcpwrap.config import load as config_module
 from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource, Send,
                                       StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.core import Core, bug_report
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
-from mcpwrap.spool import Spool
+from mcpwrap.run import process as runner
+from mcpwrap.run.spool import Spool
+from mcpwrap.serve import effects as sources
+from mcpwrap.serve.front import (FLUSH_S, OUTBOX_BYTES, READ_CHUNK, STOP_SIGNALS, Front, Options, encoded,
+                                 file_signature, log, received, trace_in, tracing)
 
 WATCH_INTERVAL_S = 0.5
 QUEUED_PER_SLOT = 64              # calls that may wait for a slot, per slot of --max-calls (4,160 at the default)
@@ -77,7 +78,7 @@ class _Output:
 
 
 class Sink(Protocol):
-    """Where an Outbox writes: stdout here, an HTTP response in http.py."""
+    """Where an Outbox writes: stdout here, an HTTP response in serve/http.py."""
     async def write(self, data: bytes) -> None: ...
 
 
@@ -490,7 +491,7 @@ class Driver:
             self.perform(self.core.timer(key))
 
     async def _task_op(self, op: TaskOp) -> None:
-        from mcpwrap import tasks
+        from mcpwrap.tasks import store as tasks
 
         if op.op == "watch":
             await self._watch_task(op)
@@ -516,7 +517,7 @@ class Driver:
 
     async def _watch_task(self, op: TaskOp) -> None:
         """Follow a task this process created (bounded by its ttl) for notifications/tasks/status."""
-        from mcpwrap import tasks
+        from mcpwrap.tasks import store as tasks
 
         try:
             await tasks.follow(self.options.state_dir, self.core.config.path, op.task_id or "",

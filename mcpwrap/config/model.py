@@ -1,7 +1,7 @@
 """The values a tools file becomes: frozen dataclasses, every default applied.
 
-Pure data: no I/O, and nothing of mcpwrap imported. `config` reads a file into these (and names
-them, so `config.Tool` and the like stay valid); everything after the loader reads them.
+Pure data: no I/O, and nothing of mcpwrap imported. `config.load` reads a file into these (and names
+them, so `load.Tool` and the like stay valid); everything after the loader reads them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Streamable HTTP binding's rules as data and pure functions: no sockets, no trio.
 
 What a POST must carry and what status each answer gets, decided here so the
-driver (`mcpwrap/http.py`) only moves bytes. 2026-07-28 mirrors body fields
+driver (`mcpwrap/serve/http.py`) only moves bytes. 2026-07-28 mirrors body fields
 into headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, the last for every method
 `NAME_SOURCE` lists, the tasks extension's included); a missing,
 malformed or disagreeing header is -32020 with 400, because a load balancer
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcpwrap.jsonrpc import Request
 from mcpwrap.protocol import grammar
+from mcpwrap.protocol.jsonrpc import Request
 from mcpwrap.protocol.modern import VERSION_KEY, is_modern
 from mcpwrap.protocol.revisions import ALL_VERSIONS
 from mcpwrap.protocol.tools import ProtocolError

@@ -20,7 +20,8 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from mcpwrap.config import PLACEHOLDER, Tool
+from mcpwrap.config.load import PLACEHOLDER
+from mcpwrap.config.model import Tool
 
 
 class ArgumentError(ValueError):
@@ -168,7 +169,7 @@ class _Argv:
             produced, leader = _fill(element, {**args, array: item} if array else args)
             # What reaches the command decides, not the template's shape: prefix, suffix or an empty
             # value before it, a value-led element starting with "-" would be parsed as an option.
-            # (config.py forbids placeholders in command[0], so this never judges the program.)
+            # (config/load.py forbids placeholders in command[0], so this never judges the program.)
             if leader is not None and produced.startswith("-") and not self.separated:
                 raise ArgumentError(
                     f"argument '{leader}' starts with '-' where it begins the command element {element.text!r} "

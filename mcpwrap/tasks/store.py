@@ -93,9 +93,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcpwrap import config as config_module
-from mcpwrap import signing
-from mcpwrap.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
+from mcpwrap.config import load as config_module
 from mcpwrap.protocol import identity, tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
@@ -108,7 +106,9 @@ from mcpwrap.protocol.tasking import (
     valid_id,
 )
 from mcpwrap.protocol.tools import ProtocolError
-from mcpwrap.procfs import proc_stat
+from mcpwrap.run.procfs import proc_stat
+from mcpwrap.state import signing
+from mcpwrap.state.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
 
 if TYPE_CHECKING:
     import trio
@@ -655,7 +655,7 @@ def _summary(result: Mapping[str, Any]) -> str:
 
 def kill_leftovers(task_id: str) -> None:
     """SIGKILL every process that inherited this task's MCPWRAP_TASK_ID (its supervisor is gone)."""
-    from mcpwrap import runner
+    from mcpwrap.run import process as runner
 
     runner.kill_tagged(runner.TASK_ENV, [task_id])
 
@@ -839,7 +839,7 @@ def _load_tool(record: TaskRecord) -> tuple[config_module.Tool, config_module.Sp
 
     The snapshot's schemas are not checked again: the MAC vouches that these are the bytes the
     server checked (and this way the supervisor never imports jsonschema)."""
-    from mcpwrap.validation import argument_problems
+    from mcpwrap.run.arguments import argument_problems
 
     path = Path(record.tools_file)
     try:
@@ -883,9 +883,9 @@ async def supervise(store: Store, task_id: str, secret_file: Path) -> int:
 async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
     import trio
 
-    from mcpwrap import runner
     from mcpwrap.result import error_result
-    from mcpwrap.spool import Spool
+    from mcpwrap.run import process as runner
+    from mcpwrap.run.spool import Spool
 
     task_id = record.task_id
     try:
@@ -1001,16 +1001,3 @@ def _collect(store: Store) -> None:
     except OSError as exc:
         sys.stderr.write(f"mcpwrap: collecting expired tasks in {store.root}: {exc}\n")
 
-
-if __name__ == "__main__":
-    # A supervisor leaves without the interpreter's teardown, as `mcpwrap call` does (cli.entry):
-    # unwinding every module trio and the runner loaded takes CPU right after the task's terminal
-    # status is visible, when a client may be creating its next task. The exit handlers still run
-    # (the runner's cgroup clean-up is one) and stdio is flushed.
-    import atexit
-
-    code = main()
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

@@ -1,6 +1,6 @@
 """Running one tool call: the child process and its result.
 
-Argv and environment come from `templating`. `run` owns the child: its own
+Argv and environment come from `argv`. `run` owns the child: its own
 session and process group, stdin from /dev/null or an argument, stdout kept
 up to `max_output` while the rest is drained and counted (and, given a
 `spool`, kept whole on disk with stderr and linked from the result), stderr
@@ -63,18 +63,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import trio
 
-from mcpwrap import jsonrpc, landlock, limits
-from mcpwrap.config import Limits, Sandbox, Tool
-from mcpwrap.durable import UnsafePathError, make_private_dir
-from mcpwrap.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
-from mcpwrap.procfs import adopt_early_forks, last_pid, mid_exec, proc_stat, read_file as _read
+from mcpwrap.config.model import Limits, Sandbox, Tool
+from mcpwrap.protocol import jsonrpc
 from mcpwrap.result import (Media, MalformedOutput, Resource, ResourceLink, Text, ToolResult, error_result,
                             parse_mcp_output)
-from mcpwrap.templating import ArgumentError, build_argv, build_env, with_defaults
-from mcpwrap.validation import resolve_paths
+from mcpwrap.run import landlock, limits
+from mcpwrap.run.arguments import resolve_paths
+from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
+from mcpwrap.run.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
+from mcpwrap.run.procfs import adopt_early_forks, last_pid, mid_exec, proc_stat, read_file as _read
+from mcpwrap.state.durable import UnsafePathError, make_private_dir
 
 if TYPE_CHECKING:                   # annotations only: a call that keeps no output imports no spool
-    from mcpwrap.spool import Sink, Spool
+    from mcpwrap.run.spool import Sink, Spool
 
 STDERR_TAIL = 8192          # bytes of stderr kept for an error result
 LINE_CAP = 8192             # a longer stderr/stdout line is cut for logs and progress
@@ -349,7 +350,7 @@ def _remove_server_cgroup(path: str) -> None:
 # The watchdog is a shell (a megabyte, a millisecond to start) that reads its stdin to EOF; unless
 # the last line was `ended`, the process died with calls running and it becomes a Python that sweeps.
 _WATCHDOG = 'while read -r line; do said=$line; done; [ "$said" = ended ] || exec "$0" -c "$1" "$2" "$3" "$4"'
-_SWEEP = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.runner import orphaned; orphaned(*sys.argv[2:])"
+_SWEEP = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.run.process import orphaned; orphaned(*sys.argv[2:])"
 _watched: tuple[str, int] | None = None        # (this process's call tag prefix, our end of the pipe or -1)
 _running = 0                                    # calls started and not yet ended with all their processes
 _call_numbers = itertools.count()
@@ -380,7 +381,7 @@ def _exiting() -> None:
 
 def _start_watchdog(prefix: str) -> int:
     theirs, ours = os.pipe2(os.O_CLOEXEC)                # no call inherits our end: only our death closes it
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # mcpwrap's parent
     try:
         # Its own session (a terminal's ^C is ours to handle) and an empty environment (no call tag
         # an outer mcpwrap's sweep would match: it must outlive us to do its work).

@@ -59,7 +59,7 @@ from typing import Any
 
 import orjson
 
-from mcpwrap.durable import UnsafePathError, create_private, make_private_dir, open_private, private_dir, write_atomic
+from mcpwrap.state.durable import UnsafePathError, create_private, make_private_dir, open_private, private_dir, write_atomic
 
 DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
 ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long

@@ -40,8 +40,8 @@ import signal
 import time
 from dataclasses import dataclass
 
-from mcpwrap.config import Limits
-from mcpwrap.procfs import read_file
+from mcpwrap.config.model import Limits
+from mcpwrap.run.procfs import read_file
 
 CGROUP_ENV = "MCPWRAP_LIMITS_CGROUP"
 REMOVE_S = 1.0                  # at exit, the per-process directories get this long to empty

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mcpwrap.durable import open_private, private_tree
 from mcpwrap.protocol import grammar
 from mcpwrap.protocol.identity import LOCAL
+from mcpwrap.state.durable import open_private, private_tree
 
 STREAMS = ("stdout", "stderr")
 CALL_ID_LENGTH = 32                    # 128 bits in lowercase hex

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpwrap import config as config_module
-from mcpwrap import jsonrpc
+from mcpwrap.config import model as config_module
+from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol.actions import Send, Stderr
 from mcpwrap.protocol.core import ConsumeOnce, Core, unexpected
 
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     import queue
     import threading
 
-    from mcpwrap import signing
     from mcpwrap.protocol.actions import Action
+    from mcpwrap.state import signing
 
 READ_CHUNK = 65536
 OUTBOX_BYTES = 4 * 1024 * 1024    # stdout backlog past which the reader waits and notifications drop
@@ -134,7 +134,7 @@ class Options:
     watch: bool = True
     log_level: str = "info"               # debug also traces every message and tool stderr line
     max_calls: int = 64                   # calls running at once; more wait (QUEUED_PER_SLOT each, WAITING_BYTES)
-    max_tasks: int = 16                   # durable tasks running at once (tasks.py counts them)
+    max_tasks: int = 16                   # durable tasks running at once (tasks/store.py counts them)
     toolset: config_module.Toolset = config_module.Toolset()   # applied again on every reload
 
 
@@ -147,7 +147,7 @@ class SecretSource:
 
     def __call__(self) -> signing.Keyring:
         if self.keyring is None:
-            from mcpwrap import signing
+            from mcpwrap.state import signing
 
             self.keyring = signing.ensure_secret(self.path, time.time())
         return self.keyring
@@ -172,7 +172,7 @@ def _consume_once(state_dir: Path) -> ConsumeOnce:
 
     def consume(nonce: str, expires_at: float, now: float) -> bool:
         if not ledger:
-            from mcpwrap import signing
+            from mcpwrap.state import signing
 
             ledger.append(signing.NonceLedger(state_dir))
         return ledger[0].consume(nonce, expires_at, now)
@@ -381,7 +381,7 @@ def run(config: config_module.Config, options: Options) -> int:
             return 0
         import trio                       # loaded by now, with the driver
 
-        from mcpwrap import server
+        from mcpwrap.serve import stdio as server
         gc.freeze()                       # as `prepare`'s: what the import made lives as long as the server
         return trio.run(server.serve, config, options, front, signature)
     finally:
@@ -429,7 +429,8 @@ def _import_server(config: config_module.Config, loaded: int, failure: list[Base
     """In a thread: import trio, the runner and the driver; unless the session `ended` in the
     front meanwhile, say which containment is in force (setting it up)."""
     try:
-        from mcpwrap import runner, server  # noqa: F401  (server: imported for the hand-over)
+        from mcpwrap.run import process as runner  # noqa: F401
+        from mcpwrap.serve import stdio as server  # noqa: F401  (imported for the hand-over)
         with gate:
             if not ended:
                 log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path}; "

@@ -55,8 +55,9 @@ def _load(file: Path, validated_dir: Path | None = None) -> Any:
     """Load a tools file, remembering in `validated_dir` (default: the state dir's) files whose
     schemas passed, by digest and version: the same bytes are not checked again (jsonschema is
     the largest import there is). `serve --state-dir` passes its own."""
-    from mcpwrap import __version__, config
-    from mcpwrap.durable import create_private, make_private_dir
+    from mcpwrap import __version__
+    from mcpwrap.config import load as config
+    from mcpwrap.state.durable import create_private, make_private_dir
 
     cache = validated_dir or _state_path(None) / "validated"
 
@@ -79,7 +80,7 @@ def _load(file: Path, validated_dir: Path | None = None) -> Any:
 
 def _loads_inline(text: str) -> Any:
     """The config of `--tool` options; a problem is shown with the TOML it was read from."""
-    from mcpwrap import config
+    from mcpwrap.config import load as config
 
     try:
         return config.loads(text.encode(), INLINE_TOOLS)
@@ -126,8 +127,8 @@ def _task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_
     0 completed, 1 failed, cancelled or a tool error, 4 still running."""
     import time
 
-    from mcpwrap import tasks
     from mcpwrap.protocol.tasking import stored_result
+    from mcpwrap.tasks import store as tasks
 
     record = _task_record(store, task_id)
     progress = _ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
@@ -155,7 +156,8 @@ def _start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | N
     """Create a durable task as `serve` would for a client (signed record, detached supervisor)."""
     import time
 
-    from mcpwrap import signing, tasks
+    from mcpwrap.state import signing
+    from mcpwrap.tasks import store as tasks
 
     if tool.task == "never":
         _fail(f"{tool.name!r} has task = \"never\": it cannot run as a task (drop --task)", EXIT_USAGE)
@@ -221,8 +223,8 @@ def _answers(tool: Any, known: dict[str, Any], fields: tuple[Any, ...]) -> dict[
 
 def _ask(tool: Any, arg: Any, known: dict[str, Any], later: set[str]) -> Any:
     """Prompt for an elicited argument until the answer passes the call's own check
-    (`validation.argument_problems`, with the arguments asked for `later` not yet required)."""
-    from mcpwrap.validation import argument_problems
+    (`arguments.argument_problems`, with the arguments asked for `later` not yet required)."""
+    from mcpwrap.run.arguments import argument_problems
 
     schema = arg.schema
     while True:
@@ -250,7 +252,7 @@ def _ask(tool: Any, arg: Any, known: dict[str, Any], later: set[str]) -> Any:
 
 def _question(arg: Any) -> str:
     """The prompt for an elicited argument: its description, what it accepts, its default."""
-    from mcpwrap.config import string_consts
+    from mcpwrap.config.load import string_consts
 
     schema = arg.schema
     kind = schema.get("type", "any")
@@ -300,7 +302,7 @@ def _write_binary(result: Any, output: Path | None) -> None:
     The first block goes to `output`, the n-th to `output` with "-n" before its suffix; without
     `output`, each goes to a new temporary file (0600, as mkstemp makes it) named after its type.
     """
-    from mcpwrap.durable import write_private
+    from mcpwrap.state.durable import write_private
 
     blocks = _binary_blocks(result)
     if output is not None and not blocks:
@@ -352,7 +354,7 @@ def _check_secret(config: Any, secret_file: str | None) -> None:
     path = Path(option_value(secret_file, "--secret-file", _default_secret_file)) if needs else None
     if path is None or not os.path.lexists(path):
         return
-    from mcpwrap import signing
+    from mcpwrap.state import signing
 
     try:
         signing.load_secret(path, time.time())
@@ -376,7 +378,7 @@ def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file
            exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
            insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None,
            body_timeout: str | None, send_timeout: str | None) -> NoReturn:
-    from mcpwrap.config import Toolset
+    from mcpwrap.config.model import Toolset
 
     def names(values: list[str]) -> frozenset[str]:
         return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
@@ -387,7 +389,7 @@ def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file
         _usage_error(("serve",), "--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile, "
                                  "--keyfile, --body-timeout and --send-timeout apply only with --http")
     if http is not None:
-        from mcpwrap import http as http_module
+        from mcpwrap.serve import http as http_module
         try:
             remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
                                               body_timeout, send_timeout)
@@ -400,13 +402,13 @@ def _serve(file: str | None, tool: list[str], state_dir: str | None, secret_file
 def _init(file: str, force: bool, from_help: str | None) -> None:
     from importlib.resources import files
 
-    from mcpwrap.durable import write_private
+    from mcpwrap.state.durable import write_private
 
     path = Path(file)
     if path.exists() and not force:
         _fail(f"{path} already exists; use --force to overwrite it", EXIT_USAGE)
     if from_help is None:
-        write_private(path, files("mcpwrap").joinpath("starter.toml").read_bytes())
+        write_private(path, files("mcpwrap.config").joinpath("starter.toml").read_bytes())
         print(f"wrote {path}; next: mcpwrap check {path} && mcpwrap call {path} greet --arg name=you")  # stdout-ok
         return
     text = draft_from_help(from_help)
@@ -473,7 +475,7 @@ def draft_from_help(program: str) -> str:
 
 def _loads_draft(text: str, path: Path) -> Any:
     """A draft is written only if it checks; otherwise its problems are shown and nothing is written."""
-    from mcpwrap import config
+    from mcpwrap.config import load as config
 
     try:
         return config.loads(text.encode(), path)
@@ -501,7 +503,7 @@ def _check(file: str, strict: bool, secret_file: str | None) -> None:
 
 def confinement_report(tool: Any) -> list[str]:
     """A tool's effective sandbox, limits and environment policy, and what this kernel enforces of them."""
-    from mcpwrap import landlock, limits
+    from mcpwrap.run import landlock, limits
 
     def verdict(gaps: list[str], required: bool) -> list[str]:
         return [f"    NOT ENFORCED HERE: {gap}" for gap in gaps] + (
@@ -575,8 +577,8 @@ def _call(file: str, tool: str, arguments: str | None, arg: list[str], output: s
         _fail("--no-wait goes with --task", EXIT_USAGE)
     gc.disable()        # what the imports and the tools file create lives until exit: no collection pass
     try:                # over it can free anything, and frozen, none walks it later
-        from mcpwrap import runner  # noqa: F401  (trio too: imported before the freeze)
         from mcpwrap.protocol import asking  # noqa: F401
+        from mcpwrap.run import process as runner  # noqa: F401  (trio too: imported before the freeze)
 
         config = _load(Path(file))
     finally:
@@ -654,7 +656,7 @@ def _run_call(tool: Any, args: dict[str, Any], target: Path | None, as_json: boo
     """Run the command here, its stderr (or progress) on ours, and print its result; exit 1 on a tool error."""
     import trio
 
-    from mcpwrap import runner
+    from mcpwrap.run import process as runner
 
     progress = _ProgressLine(tool.name) if sys.stderr.isatty() and tool.progress else None
     try:
@@ -678,11 +680,11 @@ def _read(file: str, uri: str, output: str | None, state_dir: str | None, as_jso
     `length` bytes of it). Text goes to stdout, binary contents to files as `call` writes them."""
     import trio
 
-    from mcpwrap import sources
     from mcpwrap.protocol import resources
     from mcpwrap.protocol.revisions import LATEST_LEGACY
     from mcpwrap.protocol.tools import ProtocolError
     from mcpwrap.result import ToolResult
+    from mcpwrap.serve import effects as sources
 
     config = _load(Path(file))
     spool = _spool(config, state_dir)
@@ -705,7 +707,7 @@ def _read(file: str, uri: str, output: str | None, state_dir: str | None, as_jso
 
 def _spool(config: Any, state_dir: str | None) -> Any:
     """The tools file's output spool, where `serve` keeps output beyond the cap."""
-    from mcpwrap.spool import Spool
+    from mcpwrap.run.spool import Spool
 
     return Spool.for_tools_file(_state_path(state_dir), config.path, config.spool.quota, config.spool.ttl_s)
 
@@ -749,11 +751,11 @@ def _prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json
     """Get a prompt as `serve` would and print its messages."""
     import trio
 
-    from mcpwrap import sources
     from mcpwrap.protocol import prompts
     from mcpwrap.protocol.revisions import LATEST_LEGACY
     from mcpwrap.protocol.tools import ProtocolError
     from mcpwrap.result import Resource, Text
+    from mcpwrap.serve import effects as sources
 
     config = _load(Path(file))
     if config.prompt(name) is None:
@@ -782,7 +784,7 @@ def _prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json
 def _schema() -> None:
     from importlib.resources import files
 
-    sys.stdout.write(files("mcpwrap").joinpath("tools-file.schema.json").read_text())  # stdout-ok
+    sys.stdout.write(files("mcpwrap.config").joinpath("tools-file.schema.json").read_text())  # stdout-ok
 
 
 CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "cursor", "vscode")
@@ -905,7 +907,8 @@ def _desktop_bridge(url: str, headers: dict[str, str], token: str | None, token_
 
 def _client_token(path: Path) -> str:
     """The newest (last) token of a token file, held to the server's rules: the user's own, mode 0600."""
-    from mcpwrap import http, signing
+    from mcpwrap.serve import http
+    from mcpwrap.state import signing
 
     try:
         return http.TokenFile(path).current()[-1].decode()
@@ -924,7 +927,7 @@ def _secret_path(secret_file: str | None) -> None:
 def _secret_init(secret_file: str | None) -> None:
     import time
 
-    from mcpwrap import signing
+    from mcpwrap.state import signing
 
     path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
     try:
@@ -937,7 +940,7 @@ def _secret_init(secret_file: str | None) -> None:
 def _secret_rotate(secret_file: str | None) -> None:
     import time
 
-    from mcpwrap import signing
+    from mcpwrap.state import signing
 
     path = Path(option_value(secret_file, "--secret-file", _default_secret_file))
     try:
@@ -952,15 +955,15 @@ def _state_path(state_dir: str | None) -> Path:
 
 
 def _task_store(file: str, state_dir: str | None) -> Any:
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
 
     return tasks.Store.for_tools_file(_state_path(state_dir), Path(file))
 
 
 def _find_task(where: str, task_id: str | None, state_dir: str | None) -> tuple[Any, str]:
     """The store holding the task and its id: FILE's store, or the one store under the state dir that has it."""
-    from mcpwrap import tasks
     from mcpwrap.protocol.tasking import valid_id
+    from mcpwrap.tasks import store as tasks
 
     if task_id is not None:
         return _task_store(where, state_dir), task_id
@@ -976,7 +979,7 @@ def _find_task(where: str, task_id: str | None, state_dir: str | None) -> tuple[
 
 
 def _tasks_list(file: str, state_dir: str | None, as_json: bool) -> None:
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
 
     records = sorted(_task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
     if as_json:
@@ -992,7 +995,7 @@ def _tasks_list(file: str, state_dir: str | None, as_json: bool) -> None:
 
 
 def _tasks_show(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
-    from mcpwrap import tasks
+    from mcpwrap.tasks import store as tasks
 
     store, task_id = _find_task(where, task_id, state_dir)
     record = _task_record(store, task_id)
@@ -1009,8 +1012,8 @@ def _tasks_result(where: str, task_id: str | None, state_dir: str | None, wait: 
 
 
 def _tasks_cancel(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
-    from mcpwrap import tasks
     from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
+    from mcpwrap.tasks import store as tasks
 
     store, task_id = _find_task(where, task_id, state_dir)
     try:
@@ -1330,7 +1333,7 @@ def _default_secret_file() -> Path:
     `serve` resolves it before its first answer."""
     if sys.platform == "linux":
         return _xdg_home("XDG_CONFIG_HOME", "~/.config") / "mcpwrap" / "secret"
-    from mcpwrap.signing import default_secret_path
+    from mcpwrap.state.signing import default_secret_path
 
     return default_secret_path()
 
@@ -1414,8 +1417,8 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
                   tools: list[str] | None = None, toolset: Any = None, remote: Any = None) -> int:
     gc.disable()        # until `front.prepare` freezes them: the imports, the tools file and the core live as long
-    from mcpwrap import front   # as the server, and no collection pass over them need delay its first answer
-    from mcpwrap.config import Toolset
+    from mcpwrap.config.model import Toolset
+    from mcpwrap.serve import front   # as the server, and no collection pass over them need delay its first answer
 
     level = option_value(log_level, "--log-level", lambda: "info")
     if level not in front.LEVELS:
@@ -1443,11 +1446,11 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
               "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
     try:
         if remote is not None:
-            from mcpwrap import http
+            from mcpwrap.serve import http
             return http.run(config, options, remote)
         return front.run(config, options)
     except Exception as exc:              # signing is imported only once a secret is needed: not for the first answer
-        from mcpwrap.signing import SecretFileError
+        from mcpwrap.state.signing import SecretFileError
 
         if not isinstance(exc, SecretFileError):
             raise
@@ -1496,7 +1499,7 @@ def main() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # nor complain at exit's flush
         raise SystemExit(EXIT_TOOL_ERROR) from None
     except Exception as exc:
-        from mcpwrap.durable import UnsafePathError   # here: only a failure pays for the import
+        from mcpwrap.state.durable import UnsafePathError   # here: only a failure pays for the import
 
         if isinstance(exc, UnsafePathError):          # the task store (or a file in it) is not private to us
             _fail(str(exc), EXIT_CONFIG)

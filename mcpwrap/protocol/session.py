@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpwrap import __version__
-from mcpwrap.config import Config
+from mcpwrap.config.model import Config
 from mcpwrap.protocol.revisions import LATEST_LEGACY, Revision, negotiate
 from mcpwrap.protocol.tools import ProtocolError
 

@@ -1,4 +1,4 @@
-"""The tools file: TOML in, frozen dataclasses (`config_model`) out, every problem located.
+"""The tools file: TOML in, frozen dataclasses (`config.model`) out, every problem located.
 
 Contract: `load(path)` returns a `Config` or raises `ConfigError` whose
 `problems` are `Problem(path, line, col, message)` values, printed as
@@ -22,9 +22,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mcpwrap.config_model import (SUCCESS, Arg, Config, Limits, PathRule, Problem, Prompt, PromptArg, PromptMessage,
+from mcpwrap.config.model import (SUCCESS, Arg, Config, Limits, PathRule, Problem, Prompt, PromptArg, PromptMessage,
                                   Resource, Sandbox, Spool, Tool)
-from mcpwrap.config_model import Toolset as Toolset   # not used here: named for `config.Toolset`'s users
+from mcpwrap.config.model import Toolset as Toolset   # not used here: named for `config.Toolset`'s users
 
 T = TypeVar("T")
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)

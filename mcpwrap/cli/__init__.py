@@ -1,0 +1,1 @@
+"""The face: argv -> one plain function per verb -> exit code."""
