@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcpwrap.config import load as config
-from mcpwrap.protocol import jsonrpc
+from mcpwrap.protocol import jsonrpc, sealing
 from mcpwrap.state import signing
 from mcpwrap.protocol.actions import CancelCall, CancelTimer, Send, StartCall, StartTimer, Stderr, TaskOp
 from mcpwrap.protocol.core import Core
@@ -155,7 +155,7 @@ def test_modern_state_expires() -> None:
     core = make_core()
     params = {"_meta": modern_meta({"elicitation": {}}), "name": "deploy", "arguments": {"target": "prod"}}
     state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
-    core.test_clock["now"] += signing.DEFAULT_STATE_TTL_S + 1  # type: ignore[attr-defined]
+    core.test_clock["now"] += sealing.DEFAULT_STATE_TTL_S + 1  # type: ignore[attr-defined]
     out = sent(feed(core, request(2, "tools/call", {**params, "requestState": state,
                                                     "inputResponses": {"confirm": {"action": "accept"}}})))
     assert out[0]["error"]["code"] == -32602
@@ -300,7 +300,7 @@ def test_an_accepted_request_state_runs_once() -> None:
         assert sent(replay) == [{"jsonrpc": "2.0", "id": replay_id,
                                  "error": {"code": -32602, "message": "invalid or expired requestState"}}]
         assert any("already used" in a.text for a in replay if isinstance(a, Stderr))
-    assert [exp for _, exp in core.test_ledger.used] == [1000.0 + signing.DEFAULT_STATE_TTL_S]  # type: ignore[attr-defined]
+    assert [exp for _, exp in core.test_ledger.used] == [1000.0 + sealing.DEFAULT_STATE_TTL_S]  # type: ignore[attr-defined]
 
 
 def test_an_accepted_request_state_creates_one_task() -> None:

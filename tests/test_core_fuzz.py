@@ -32,7 +32,7 @@ from mcpwrap.protocol.tasking import TaskRecord, new_id
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Resource as Contents
 from mcpwrap.result import Text, ToolResult
-from mcpwrap.run.spool import Page
+from mcpwrap.protocol.pages import Page
 from tests.harness import modern_meta
 
 TOOLS = config.loads(b"""

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpwrap.config import load as config
-from mcpwrap.run import spool
+from mcpwrap.protocol import pages
 from mcpwrap.protocol import http_binding as binding, grammar, prompts, resources, tasking, tools
 from mcpwrap.protocol.revisions import LATEST_LEGACY
 from mcpwrap.protocol.tools import ProtocolError
@@ -135,7 +135,7 @@ def test_resolve_refuses_or_reads_any_uri(prefix: str, middle: str, query: str) 
             except ProtocolError:
                 continue
             if isinstance(target, resources.OutputPage):
-                assert spool.valid(target.call, target.stream) and 0 < target.length <= resources.PAGE_BYTES
+                assert pages.valid(target.call, target.stream) and 0 < target.length <= resources.PAGE_BYTES
                 assert 0 <= target.offset < 10 ** 18
                 query_text = uri.partition("?")[2]
                 for value in urllib.parse.parse_qs(query_text, keep_blank_values=True).values():
@@ -156,10 +156,10 @@ def test_output_page_numbers_are_ascii_digits() -> None:
 
 def test_a_call_id_is_exactly_32_lowercase_hex() -> None:
     for call in ("a" * 32 + "\n", "A" * 32, "a" * 31, "a" * 33, "٣" * 32):
-        assert not spool.valid(call, "stdout"), repr(call)
+        assert not pages.valid(call, "stdout"), repr(call)
         uri = f"mcpwrap://output/{call}/stdout"
         assert _refused(lambda: resources.resolve(CFG, uri, LATEST_LEGACY)) is not None, repr(call)
-    assert spool.valid("0123456789abcdef" * 2, "stdout") and not spool.valid("0" * 32, "stdout\n")
+    assert pages.valid("0123456789abcdef" * 2, "stdout") and not pages.valid("0" * 32, "stdout\n")
 
 
 def test_template_numbers_keep_json_grammar() -> None:

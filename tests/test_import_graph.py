@@ -41,24 +41,12 @@ PROTOCOL_MAY_IMPORT = {"", "config", "config.model", "result"}
 
 # (importer, imported): the edges that break the layering today; later steps of issue 25 remove them.
 KNOWN_UPWARD = {
-    # The placeholder and template grammars (`PLACEHOLDER`, `TEMPLATE_EXPR`) and `string_consts` live in
-    # the loader, which the decisions then import whole; they belong in `config.model` or `protocol.grammar`.
-    ("mcpwrap.protocol.asking", "mcpwrap.config.load"),
-    ("mcpwrap.protocol.prompts", "mcpwrap.config.load"),
-    ("mcpwrap.protocol.resources", "mcpwrap.config.load"),
     # `asking` checks, defaults, path-resolves and templates a call's arguments before it asks (the runner
     # does it again); item 3 of the issue: once, in `run/arguments`, before the core sees the call.
     ("mcpwrap.protocol.asking", "mcpwrap.run.arguments"),
     ("mcpwrap.protocol.asking", "mcpwrap.run.argv"),
     # A resource command's arguments are checked with the tool checker.
     ("mcpwrap.protocol.resources", "mcpwrap.run.arguments"),
-    # requestState is sealed and unsealed in `asking` with `signing`'s keyring (pure seal/verify, but
-    # beside the secret file); the core names `Keyring` and catches the nonce ledger's `LedgerError`.
-    ("mcpwrap.protocol.asking", "mcpwrap.state.signing"),
-    ("mcpwrap.protocol.core", "mcpwrap.state.signing"),
-    # Output pages: their URIs and `Page` values come from the spool, which writes them.
-    ("mcpwrap.protocol.core", "mcpwrap.run.spool"),
-    ("mcpwrap.protocol.resources", "mcpwrap.run.spool"),
 }
 
 

@@ -14,7 +14,7 @@ from mcpwrap.config import load as config
 from mcpwrap.protocol.actions import ReadResource, Send
 from mcpwrap.protocol.resources import OutputPage, Source
 from mcpwrap.result import Resource as Contents
-from mcpwrap.run.spool import Page
+from mcpwrap.protocol.pages import Page
 from tests import mcpschema
 from tests.harness import MODERN, Server, modern_meta, write_atomically
 from tests.test_core import Ledger, KEYRING, feed, request, sent

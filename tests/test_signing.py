@@ -1,4 +1,5 @@
-"""Tests of mcpwrap.state.signing: the requestState signer and the shared secret file.
+"""Tests of the requestState tokens (mcpwrap.protocol.sealing) and of the shared secret file and the
+nonce ledger they rely on (mcpwrap.state.signing).
 
 No sleeps: time is the ``now`` argument. The multi-process test waits on pipes
 with bounded timeouts.
@@ -20,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcpwrap.protocol.sealing import DEFAULT_STATE_TTL_S, StateError, digest, seal, unseal
 from mcpwrap.state.signing import (
     CLOCK_SKEW_S,
-    DEFAULT_STATE_TTL_S,
     MIN_KEY_BYTES,
     ROTATION_GRACE_S,
     SWEEP_INTERVAL_S,
@@ -30,15 +31,11 @@ from mcpwrap.state.signing import (
     LedgerError,
     NonceLedger,
     SecretFileError,
-    StateError,
     default_secret_path,
-    digest,
     ensure_secret,
     init_secret,
     load_secret,
     rotate_secret,
-    seal,
-    unseal,
 )
 
 T0 = 1_700_000_000.0

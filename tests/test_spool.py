@@ -20,7 +20,8 @@ import trio
 from mcpwrap.config import load as config
 from mcpwrap.run import process as runner
 from mcpwrap.state.durable import UnsafePathError
-from mcpwrap.run.spool import Sink, Spool, valid
+from mcpwrap.protocol.pages import valid
+from mcpwrap.run.spool import Sink, Spool
 from tests.harness import Server, modern_meta
 
 TEN_MB = bytes(range(256)) * 40960                  # 10 MiB, every byte value, not UTF-8

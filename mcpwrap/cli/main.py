@@ -252,7 +252,7 @@ def _ask(tool: Any, arg: Any, known: dict[str, Any], later: set[str]) -> Any:
 
 def _question(arg: Any) -> str:
     """The prompt for an elicited argument: its description, what it accepts, its default."""
-    from mcpwrap.config.load import string_consts
+    from mcpwrap.config.model import string_consts
 
     schema = arg.schema
     kind = schema.get("type", "any")

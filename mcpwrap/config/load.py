@@ -22,15 +22,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mcpwrap.config.model import (SUCCESS, Arg, Config, Limits, PathRule, Problem, Prompt, PromptArg, PromptMessage,
-                                  Resource, Sandbox, Spool, Tool)
+from mcpwrap.config.model import (PLACEHOLDER, SUCCESS, TEMPLATE_EXPR, Arg, Config, Limits, PathRule, Problem, Prompt,
+                                  PromptArg, PromptMessage, Resource, Sandbox, Spool, Tool, string_consts)
 from mcpwrap.config.model import Toolset as Toolset   # not used here: named for `config.Toolset`'s users
 
 T = TypeVar("T")
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MEDIA_OUTPUT = re.compile(r"^(image|audio)/[A-Za-z0-9.+-]+$")
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|KiB|MB|MiB|GB|GiB)?\s*$")
@@ -629,12 +628,6 @@ def _elicitable(schema: Mapping[str, Any]) -> bool:
                                                          or string_consts(items.get("anyOf"))))
 
 
-def string_consts(variants: Any) -> bool:
-    """A oneOf/anyOf of string `const`s (with titles): the titled choices of an elicitation form."""
-    return isinstance(variants, list) and bool(variants) and all(
-        isinstance(v, dict) and isinstance(v.get("const"), str) for v in variants)
-
-
 def verdict_key(schema: Mapping[str, Any]) -> str:
     """Equal only for fragments whose checks pass alike: the same keys in the same order with
     the same values (repr tells 1, 1.0 and True apart), except the text of a top-level string
@@ -752,8 +745,6 @@ PROMPT_KEYS = {"title", "description", "args", "messages"}
 PROMPT_ARG_KEYS = {"title", "description", "required", "enum", "examples", "complete"}
 MESSAGE_KEYS = {"role", "text", "resource", "command", "shell"}
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]*$")
-# RFC 6570 as far as mcpwrap uses it: {name} (one path segment) and {?a,b} (query parameters).
-TEMPLATE_EXPR = re.compile(r"\{(\??)([A-Za-z_][A-Za-z0-9_]*(?:,[A-Za-z_][A-Za-z0-9_]*)*)\}")
 OUTPUT_URI = "mcpwrap://output/"   # reserved for the spool (kept output beyond max_output)
 
 

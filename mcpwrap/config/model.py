@@ -14,6 +14,17 @@ from pathlib import Path
 from typing import Any
 
 SUCCESS = frozenset({0})                 # the exit codes of a tool that names none
+# The grammars of a tools file's text that the loader checks and the decisions then apply: a command's
+# or a message's `{name}`, and RFC 6570 as far as mcpwrap uses it, {name} (one path segment) and
+# {?a,b} (query parameters).
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+TEMPLATE_EXPR = re.compile(r"\{(\??)([A-Za-z_][A-Za-z0-9_]*(?:,[A-Za-z_][A-Za-z0-9_]*)*)\}")
+
+
+def string_consts(variants: Any) -> bool:
+    """A oneOf/anyOf of string `const`s (with titles): the titled choices of an elicitation form."""
+    return isinstance(variants, list) and bool(variants) and all(
+        isinstance(v, dict) and isinstance(v.get("const"), str) for v in variants)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ the revision has it and as enum+`enumNames` where it has only that; a legacy
 `enumNames` stays; a multi-select (`items.enum`, or titled `items.anyOf`) is
 asked only where the revision has multi-select. Legacy peers get it as an
 `elicitation/create` request; modern peers get `input_required` with a
-`requestState` sealed by `signing`, which binds the method, the tool, a
+`requestState` sealed by `sealing`, which binds the method, the tool, a
 digest of the arguments, the tools-file digest, the round, the answers
 gathered so far and an expiry, so any process sharing the secret can resume,
 and the requestor's principal (in the MAC only, never in the token): a state
@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcpwrap.config.load import PLACEHOLDER, string_consts
-from mcpwrap.config.model import Arg, Config, Tool
+from mcpwrap.config.model import PLACEHOLDER, Arg, Config, Tool, string_consts
+from mcpwrap.protocol import sealing
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import CallRequest, ProtocolError
 from mcpwrap.result import ToolResult, error_result
 from mcpwrap.run.arguments import argument_problems, resolve_paths
 from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
-from mcpwrap.state import signing
 
 if TYPE_CHECKING:
     from mcpwrap.protocol.actions import Context
@@ -190,14 +189,14 @@ def can_ask(capabilities: Mapping[str, Any]) -> bool:
     return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
 
 
-def seal_state(pending: Pending, question: Question, config: Config, keyring: signing.Keyring, now: float) -> str:
+def seal_state(pending: Pending, question: Question, config: Config, keyring: sealing.Keys, now: float) -> str:
     claims = {"v": STATE_VERSION, "m": "tools/call", "t": pending.tool.name,
-              "a": signing.digest(pending.original), "c": config.digest, "r": pending.round,
+              "a": sealing.digest(pending.original), "c": config.digest, "r": pending.round,
               "g": pending.arguments, "k": pending.confirmed, "q": question.key}
-    return signing.seal(keyring, claims, now, bound=pending.ctx.principal)
+    return sealing.seal(keyring, claims, now, bound=pending.ctx.principal)
 
 
-def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.Keyring, now: float,
+def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.Keys, now: float,
            as_task: bool) -> Pending | ToolResult:
     """A modern retry: verify requestState, then fold in the answer to the question it names.
 
@@ -211,12 +210,12 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: signing.
     if not isinstance(state, str):
         raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState is not a string")
     try:
-        unsealed = signing.unseal(keyring, state, now, bound=ctx.principal)   # another's: a bad signature
-    except signing.StateError as exc:
+        unsealed = sealing.unseal(keyring, state, now, bound=ctx.principal)   # another's: a bad signature
+    except sealing.StateError as exc:
         raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
     claims = unsealed.claims
     expected = {"v": STATE_VERSION, "m": "tools/call", "t": request.tool.name,
-                "a": signing.digest(request.arguments), "c": config.digest}
+                "a": sealing.digest(request.arguments), "c": config.digest}
     wrong = [k for k, v in expected.items() if claims.get(k) != v]
     if wrong or not isinstance(claims.get("g"), dict) or not isinstance(claims.get("r"), int):
         raise ProtocolError(-32602, "invalid or expired requestState",

@@ -65,11 +65,12 @@ if TYPE_CHECKING:
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
     from mcpwrap.result import Resource as Contents
-    from mcpwrap.run.spool import Page
-    from mcpwrap.state.signing import Keyring
+    from mcpwrap.protocol.pages import Page
+    from mcpwrap.protocol.sealing import Keys
 
 
-ConsumeOnce = Callable[[str, float, float], bool]   # (nonce, expires_at, now) -> first use?
+# (nonce, expires_at, now) -> first use? An OSError: the record cannot be kept, and nothing runs.
+ConsumeOnce = Callable[[str, float, float], bool]
 
 ELICIT_TIMEOUT_S = 600.0
 
@@ -131,7 +132,7 @@ def _answers(method: Callable[Concatenate[Core, P], list[Action]]) -> Callable[C
 
 
 class Core:
-    def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
+    def __init__(self, config: Config, keyring_source: Callable[[], Keys],
                  clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500,
                  budget: BatchBudget | None = None, completions: CompletionCache | None = None,
                  identity: Identity = LOCAL_USER) -> None:
@@ -592,11 +593,9 @@ class Core:
 
     def _consume(self, nonce: str, expires_at: float) -> None:
         """The retry's requestState authorises this run and no other, in any process sharing the ledger."""
-        from mcpwrap.state.signing import LedgerError
-
         try:
             first = self.consume_once(nonce, expires_at, self.clock())
-        except LedgerError as exc:
+        except OSError as exc:
             raise ProtocolError(-32603, "the requestState could not be recorded as used; nothing ran",
                                 diagnostic=str(exc)) from None
         if not first:

@@ -20,8 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcpwrap.config.load import PLACEHOLDER
-from mcpwrap.config.model import Config, Prompt, PromptArg
+from mcpwrap.config.model import PLACEHOLDER, Config, Prompt, PromptArg
 from mcpwrap.protocol.resources import page
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError, invalid_params, render_block

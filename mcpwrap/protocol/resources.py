@@ -20,14 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcpwrap.config.load import TEMPLATE_EXPR
-from mcpwrap.config.model import Config, Resource
+from mcpwrap.config.model import TEMPLATE_EXPR, Config, Resource
 from mcpwrap.protocol import grammar
+from mcpwrap.protocol.pages import URI_PREFIX, Page, output_uri, valid
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError, invalid_params
 from mcpwrap.result import Resource as Contents
 from mcpwrap.run.arguments import argument_problems
-from mcpwrap.run.spool import URI_PREFIX, Page, output_uri, valid
 
 PAGE_BYTES = 1024 * 1024               # an output page's default and largest length
 OUTPUT_TEMPLATE = URI_PREFIX + "{call}/{stream}{?offset,length}"

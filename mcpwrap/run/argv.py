@@ -20,8 +20,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from mcpwrap.config.load import PLACEHOLDER
-from mcpwrap.config.model import Tool
+from mcpwrap.config.model import PLACEHOLDER, Tool
 
 
 class ArgumentError(ValueError):

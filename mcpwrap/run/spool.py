@@ -1,9 +1,9 @@
 """The output spool: what a call wrote beyond `max_output`, kept on disk so it stays readable.
 
 Layout: STATE_DIR/<sha256(resolved tools path)[:16]>/output/<call>.<stream>, beside
-the task store of the same tools file. `<call>` is 128 random bits in hex, checked
-against a strict pattern before any path is built from it (it comes back from the
-client in a URI); `<stream>` is stdout or stderr. The directories are made 0700 and
+the task store of the same tools file. `<call>` and `<stream>` are those of the
+stream's URI (`protocol.pages`), checked (`pages.valid`) before any path is built
+from them. The directories are made 0700 and
 checked like the task store's; each file is created 0600 with O_EXCL and every file
 read back is opened with `durable.open_private` (ours, regular, not a symlink).
 A Spool serves one principal (`protocol/identity.py`): another's `<call>` is
@@ -27,31 +27,11 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from mcpwrap.protocol import grammar
 from mcpwrap.protocol.identity import LOCAL
+from mcpwrap.protocol.pages import Page, output_uri, valid
 from mcpwrap.state.durable import open_private, private_tree
-
-STREAMS = ("stdout", "stderr")
-CALL_ID_LENGTH = 32                    # 128 bits in lowercase hex
-URI_PREFIX = "mcpwrap://output/"
-
-
-def output_uri(call: str, stream: str) -> str:
-    return f"{URI_PREFIX}{call}/{stream}"
-
-
-def valid(call: str, stream: str) -> bool:
-    return grammar.hex_id(call, CALL_ID_LENGTH) and stream in STREAMS
-
-
-@dataclass(frozen=True)
-class Page:
-    data: bytes
-    offset: int
-    total: int                             # the stream's size now
 
 
 class Sink:

@@ -17,12 +17,13 @@ import trio
 from mcpwrap.config.load import read_regular_file
 from mcpwrap.config.model import Config, Prompt, Tool
 from mcpwrap.protocol import resources
+from mcpwrap.protocol.pages import Page
 from mcpwrap.protocol.prompts import fill
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Block, Resource, Text, ToolResult
 from mcpwrap.run import process as runner
-from mcpwrap.run.spool import Page, Spool
+from mcpwrap.run.spool import Spool
 
 FILE_LIMIT = 8 * 1024 * 1024
 COMPLETE_TIMEOUT_S = 10.0

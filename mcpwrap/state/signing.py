@@ -1,18 +1,6 @@
-"""Signed MRTR ``requestState`` and the shared secret file it is keyed from.
+"""The keys that sign MRTR ``requestState`` (``protocol.sealing``): the shared secret file they are
+kept in, and the one-time ledger of the states that authorised a run.
 
-Contract:
-
-* Token: ``"v1." + B64(payload) + "." + B64(HMAC-SHA256(key, "v1." + B64(payload)))``
-  where B64 is base64url without padding and payload is the canonical JSON
-  (orjson, sorted keys) of the caller's claims plus ``exp`` (expiry, seconds
-  since the epoch) and a random ``nonce``; a non-empty ``bound`` (the
-  requestor's principal) is appended to the MAC input after a NUL and
-  travels nowhere. :func:`seal` makes one,
-  :func:`unseal` checks one. The token is attacker-controlled input: ``unseal``
-  parses strictly (canonical base64 only, so no two strings verify as the same
-  token), compares MACs in constant time, and raises nothing but
-  :class:`StateError`, whose ``str()`` is generic and whose ``.reason`` is the
-  diagnostic for stderr.
 * Secret file (one per user, shared by every mcpwrap process so a retry may
   reach any of them), mode 0600, owned by the user, a regular file (not a
   symlink; checked by ``durable.open_private`` on the open fd)::
@@ -25,7 +13,8 @@ Contract:
   is serialised by ``flock`` on ``PATH.lock`` and replaces the file
   atomically. A previous key verifies for :data:`ROTATION_GRACE_S` after it
   was retired. Every refusal is a :class:`SecretFileError` naming the path
-  and the fix.
+  and the fix. A :class:`Keyring` is the file's keys as a value, what
+  ``protocol.sealing`` signs and verifies with.
 * One-time ledger (:class:`NonceLedger`): ``STATE_DIR/nonces/`` (0700; it and
   ``STATE_DIR`` checked with ``durable.open_private``, refusals are
   :class:`LedgerError`) holds one empty 0600 file per
@@ -46,49 +35,36 @@ import base64
 import binascii
 import fcntl
 import hashlib
-import hmac
 import math
 import os
-import re
 import secrets
 import shlex
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from mcpwrap.state.durable import UnsafePathError, create_private, make_private_dir, open_private, private_dir, write_atomic
 
-DEFAULT_STATE_TTL_S: float = 600.0  # a question outstanding longer than this is asked again
 ROTATION_GRACE_S: float = 86400.0  # a retired key still verifies this long
 MIN_KEY_BYTES = 32  # HMAC-SHA256 gains nothing from more, loses strength with less
-MAX_TOKEN_CHARS = 64 * 1024  # longer requestStates are refused before any decoding
 _FORMAT = 1
 _KEY_BYTES = 32
 _MAX_SECRET_FILE_BYTES = 64 * 1024
-_PREFIX = "v1."
-_B64URL = re.compile(r"[A-Za-z0-9_-]+")
 CLOCK_SKEW_S: float = 60.0  # a ledger entry outlives its token by this much (machines sharing a directory)
 SWEEP_INTERVAL_S: float = 60.0
-MAX_NONCE_CHARS = 128  # ours are 22; anything longer is not one of ours
+MAX_ENTRY_CHARS = 128  # a requestState nonce is 22; anything longer is not one of ours
 
 
 class SecretFileError(Exception):
     """The secret file is missing or unsafe; the message names the path and the fix."""
 
 
-class LedgerError(Exception):
-    """The nonce ledger's directory is unusable or unsafe; the message names the path and the fix."""
+class LedgerError(OSError):
+    """The nonce ledger's directory is unusable or unsafe; the message names the path and the fix.
 
-
-class StateError(Exception):
-    """A requestState failed; str() is generic (for the client), ``.reason`` is for stderr."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__("invalid or expired requestState")
-        self.reason = reason
+    An OSError: the core, which consumes a nonce through an injected callback, refuses the run on
+    any OSError of it without knowing the ledger."""
 
 
 @dataclass(frozen=True)
@@ -107,15 +83,6 @@ class Keyring:
         """Current key first, then previous keys still inside the grace window."""
         live = (k for k, retired in self.previous if retired + ROTATION_GRACE_S >= now)
         return (self.current, *live)
-
-
-@dataclass(frozen=True)
-class Unsealed:
-    """A verified requestState: the caller's claims, and the nonce and expiry that make it one-time."""
-
-    claims: dict[str, Any]
-    nonce: str
-    expires_at: float
 
 
 def default_secret_path() -> Path:
@@ -244,90 +211,6 @@ def rotate_secret(path: Path, now: float) -> Keyring:
         os.close(lock_fd)  # closing releases the flock
 
 
-# --- tokens ----------------------------------------------------------------
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def _unb64url(text: str) -> bytes:
-    """Strict decode: the alphabet only, and only the canonical encoding of its bytes."""
-    if not _B64URL.fullmatch(text) or len(text) % 4 == 1:
-        raise StateError("malformed base64")
-    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if _b64url(data) != text:  # stray low bits in the last char would alias another token
-        raise StateError("non-canonical base64")
-    return data
-
-
-def _mac(key: bytes, signing_input: str, bound: str) -> bytes:
-    """The MAC over the token's text and, after a NUL no token text holds, what it is `bound` to."""
-    extra = b"\0" + bound.encode() if bound else b""
-    return hmac.new(key, signing_input.encode("ascii") + extra, hashlib.sha256).digest()
-
-
-def digest(value: Any) -> str:
-    """SHA-256 of canonical JSON, so equal arguments bind equally whatever the key order."""
-    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def seal(
-    keyring: Keyring, claims: Mapping[str, Any], now: float, ttl_s: float = DEFAULT_STATE_TTL_S,
-    bound: str = "",
-) -> str:
-    """Sign ``claims`` for ``ttl_s`` seconds; 'exp' and 'nonce' are reserved. The MAC also covers
-    ``bound`` (e.g. the requestor's principal), which the token does not carry: only an
-    :func:`unseal` given the same ``bound`` verifies it."""
-    if "exp" in claims or "nonce" in claims:
-        raise ValueError("'exp' and 'nonce' are reserved requestState claims")
-    payload = {**claims, "exp": now + ttl_s, "nonce": secrets.token_urlsafe(16)}
-    signing_input = _PREFIX + _b64url(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS))
-    token = signing_input + "." + _b64url(_mac(keyring.current, signing_input, bound))
-    if len(token) > MAX_TOKEN_CHARS:
-        raise ValueError(f"requestState of {len(token)} chars exceeds {MAX_TOKEN_CHARS}")
-    return token
-
-
-def _unseal(keyring: Keyring, token: str, now: float, bound: str) -> Unsealed:
-    if not isinstance(token, str):
-        raise StateError("requestState is not a string")
-    if len(token) > MAX_TOKEN_CHARS:
-        raise StateError(f"requestState longer than {MAX_TOKEN_CHARS} chars")
-    parts = token.split(".")
-    if len(parts) != 3 or parts[0] + "." != _PREFIX:
-        raise StateError("not a v1 requestState (VERSION.PAYLOAD.MAC)")
-    _, payload_b64, mac_b64 = parts
-    payload_raw, mac = _unb64url(payload_b64), _unb64url(mac_b64)
-    signing_input = _PREFIX + payload_b64
-    # Try every key, no early exit: how many keys exist is public, which one matched is not.
-    keys = keyring.verifying_keys(now)
-    if not any([hmac.compare_digest(_mac(key, signing_input, bound), mac) for key in keys]):
-        raise StateError("bad signature (tampered, or signed with another or expired key)")
-    try:
-        payload = orjson.loads(payload_raw)
-    except orjson.JSONDecodeError:
-        raise StateError("signed payload is not JSON") from None
-    exp = payload.get("exp") if isinstance(payload, dict) else None
-    nonce = payload.get("nonce") if isinstance(payload, dict) else None
-    if isinstance(exp, bool) or not isinstance(exp, (int, float)) or not isinstance(nonce, str) \
-            or not 0 < len(nonce) <= MAX_NONCE_CHARS:
-        raise StateError("signed payload lacks exp/nonce")
-    if not exp > now:
-        raise StateError(f"expired {now - exp:.0f}s ago")
-    return Unsealed({k: v for k, v in payload.items() if k not in ("exp", "nonce")}, nonce, float(exp))
-
-
-def unseal(keyring: Keyring, token: str, now: float, bound: str = "") -> Unsealed:
-    """Verify a token sealed with this ``bound`` and return its claims; any failure at all is a StateError."""
-    try:
-        return _unseal(keyring, token, now, bound)
-    except StateError:
-        raise
-    except Exception as exc:  # the input is hostile: no other exception may escape
-        raise StateError(f"unexpected {type(exc).__name__} while verifying") from None
-
-
 # --- the one-time ledger ---------------------------------------------------
 
 
@@ -341,7 +224,7 @@ class NonceLedger:
 
     def consume(self, nonce: str, expires_at: float, now: float) -> bool:
         """True for the first consumer of ``nonce`` (here or in any process sharing the directory)."""
-        if not isinstance(nonce, str) or not 0 < len(nonce) <= MAX_NONCE_CHARS:
+        if not isinstance(nonce, str) or not 0 < len(nonce) <= MAX_ENTRY_CHARS:
             raise ValueError("not a requestState nonce")
         name = hashlib.sha256(nonce.encode()).hexdigest()   # attacker-influenced text never names a file
         dir_fd = self._open_dir()

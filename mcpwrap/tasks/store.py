@@ -94,7 +94,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcpwrap.config import load as config_module
-from mcpwrap.protocol import identity, tasking
+from mcpwrap.protocol import identity, sealing, tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
     CREATED_MESSAGE,
@@ -686,7 +686,7 @@ def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -
 
 
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
-                arguments: Mapping[str, Any], ttl_ms: int, keyring: signing.Keyring, secret_file: Path,
+                arguments: Mapping[str, Any], ttl_ms: int, keyring: sealing.Keys, secret_file: Path,
                 max_running: int = MAX_RUNNING, principal: str = identity.LOCAL) -> TaskRecord:
     """Take a running slot (TooManyTasks past `max_running`), write the signed record, and start
     its supervisor, which claims it. Returns once the record is durable and the supervisor
