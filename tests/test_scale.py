@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import trio
 
 from mcpwrap.config import load as config
+from mcpwrap.config import schema
 from mcpwrap.serve import front
 from mcpwrap.serve import stdio as server_module
 from mcpwrap.protocol.core import Core
@@ -103,20 +104,20 @@ def test_a_fragment_vouched_for_by_an_earlier_one_gets_the_verdict_a_fresh_check
     for name, value in changes:
         variant[name] = value
     reader = config._Reader(Path("t.toml"), "")
-    config._check_schema(reader, ("a",), fragment)
+    reader.schemas.add(("a",), fragment)
     reader.check_schemas_now()
     before = len(reader.problems)
-    config._check_schema(reader, ("b",), variant)
+    reader.schemas.add(("b",), variant)
     reader.check_schemas_now()
-    fresh = config.schema_problem(("b",), variant)
+    fresh = schema.schema_problem(("b",), variant)
     assert [p.message for p in reader.problems[before:]] == ([fresh[1]] if fresh else [])
 
 
 def test_shared_fragments_are_checked_once_and_a_good_file_is_not_scanned(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checked: list[Any] = []
-    real = config.schema_problem
-    monkeypatch.setattr(config, "schema_problem", lambda key, schema: checked.append(schema) or real(key, schema))
+    real = schema.schema_problem
+    monkeypatch.setattr(schema, "schema_problem", lambda key, schema: checked.append(schema) or real(key, schema))
     monkeypatch.setattr(config, "_Locator", None)            # calling it would fail: nothing needs a position
     text = "".join(f'[tools.t{i}]\ncommand = ["echo", "{{a}}"]\n'
                    f'args.a = {{ type = "string", description = "argument of tool {i}", maxLength = 9 }}\n'

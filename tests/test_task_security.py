@@ -28,6 +28,7 @@ from mcpwrap.config import load as config
 from mcpwrap.run import process as runner
 from mcpwrap.state import signing
 from mcpwrap.tasks import store as tasks
+from mcpwrap.tasks import supervisor
 from mcpwrap.state.durable import UnsafePathError
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
@@ -75,8 +76,8 @@ class Setup:
 
     def create(self, tool: str = "long", max_running: int = tasks.MAX_RUNNING) -> tasking.TaskRecord:
         """A task as `tools/call` creates one: a running slot, the record, a detached supervisor."""
-        return tasks.create_task(self.store, self.config, self.config.tool(tool), {}, 60_000,  # type: ignore[arg-type]
-                                 self.keyring, self.secret, max_running)
+        return supervisor.create_task(self.store, self.config, self.config.tool(tool), {}, 60_000,  # type: ignore[arg-type]
+                                      self.keyring, self.secret, max_running)
 
 
 @pytest.fixture
@@ -363,8 +364,8 @@ def test_the_ceiling_is_a_clear_error_on_the_wire(tmp_path: Path, monkeypatch: p
 # --- the supervisor's weight ----------------------------------------------------------------
 SUPERVISOR_IMPORTS = """
 import sys
-from mcpwrap.tasks import store as tasks
-code = tasks.main(sys.argv[1:])
+from mcpwrap.tasks import supervisor
+code = supervisor.main(sys.argv[1:])
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in ("jsonschema", "typer", "click", "platformdirs"))))
 raise SystemExit(code)
 """

@@ -34,6 +34,7 @@ from referencing.jsonschema import DRAFT202012
 from mcpwrap.config import load as config
 from mcpwrap.state import signing
 from mcpwrap.tasks import store as tasks
+from mcpwrap.tasks import supervisor
 from mcpwrap.protocol import tasking
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from mcpwrap.protocol.tools import ProtocolError
@@ -529,8 +530,8 @@ def test_creation_writes_the_record_once_and_the_supervisor_claims_it(
     write = tasks.write_atomic
     monkeypatch.setattr(tasks, "write_atomic", lambda path, data, exclusive=False: (
         written.append(path.name), write(path, data, exclusive))[1])
-    record = tasks.create_task(env.store, tools, tools.tool("gated"), env.gated, 60_000,  # type: ignore[arg-type]
-                               keyring, env.secret)
+    record = supervisor.create_task(env.store, tools, tools.tool("gated"), env.gated, 60_000,  # type: ignore[arg-type]
+                                    keyring, env.secret)
     assert written == [f"{record.task_id}.json"] and record.supervisor_pid is None
     monkeypatch.undo()
     until(lambda: (r := env.store.read(record.task_id)) and r.supervisor_pid, what="the supervisor's claim")

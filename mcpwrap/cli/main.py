@@ -158,6 +158,7 @@ def _start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | N
 
     from mcpwrap.state import signing
     from mcpwrap.tasks import store as tasks
+    from mcpwrap.tasks.supervisor import create_task
 
     if tool.task == "never":
         _fail(f"{tool.name!r} has task = \"never\": it cannot run as a task (drop --task)", EXIT_USAGE)
@@ -165,8 +166,8 @@ def _start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | N
     secret = Path(option_value(secret_file, "--secret-file", _default_secret_file))
     try:
         keyring = signing.ensure_secret(secret, time.time())
-        record = tasks.create_task(store, config, tool, args, int(tool.task_ttl_s * 1000), keyring, secret,
-                                   _positive(None, "--max-tasks", tasks.MAX_RUNNING))
+        record = create_task(store, config, tool, args, int(tool.task_ttl_s * 1000), keyring, secret,
+                             _positive(None, "--max-tasks", tasks.MAX_RUNNING))
     except signing.SecretFileError as exc:
         _fail(str(exc), EXIT_CONFIG)
     except tasks.TooManyTasks as exc:

@@ -3,8 +3,8 @@
 Contract: `load(path)` returns a `Config` or raises `ConfigError` whose
 `problems` are `Problem(path, line, col, message)` values, printed as
 `FILE:LINE:COL: message`. Unknown keys are errors (a typo must never silently
-do nothing). Nothing here runs a command or speaks MCP; `jsonschema` is
-imported only when a schema fragment has to be checked.
+do nothing). Nothing here runs a command or speaks MCP; the JSON Schema
+fragments are checked by `config.schema`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from mcpwrap.config.model import (PLACEHOLDER, SUCCESS, TEMPLATE_EXPR, Arg, Config, Limits, PathRule, Problem, Prompt,
                                   PromptArg, PromptMessage, Resource, Sandbox, Spool, Tool, string_consts)
 from mcpwrap.config.model import Toolset as Toolset   # not used here: named for `config.Toolset`'s users
+from mcpwrap.config.schema import SchemaChecks, elicitable
 
 T = TypeVar("T")
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
@@ -166,28 +167,19 @@ class _Reader:
     """Collects located problems while the document is turned into dataclasses.
 
     Positions are scanned only once there is a problem to place (a good file of 10,000 tools
-    is not scanned at all), and a schema fragment that passed its checks vouches for every later
-    fragment with the same verdict key (10,000 tools often share a handful of fragments).
+    is not scanned at all); the schema fragments are checked once all is read (`schema.SchemaChecks`).
     """
 
     def __init__(self, path: Path, text: str, check_schemas: bool = True) -> None:
         self.path = path
         self.text = text
         self.problems: list[Problem] = []
-        self.check_schemas = check_schemas
-        self.passed: set[str] = set()        # verdict keys of fragments that passed the checks
-        self.unchecked: list[tuple[tuple[str, ...], Mapping[str, Any]]] = []   # run once all is read
+        self.schemas = SchemaChecks(check_schemas)
 
     def check_schemas_now(self) -> None:
-        """The meta-checks, once per verdict key that passes (a failure is checked again, to be located)."""
-        for key, schema in self.unchecked:
-            if (vkey := verdict_key(schema)) not in self.passed:
-                problem = schema_problem(key, schema)
-                if problem is None:
-                    self.passed.add(vkey)
-                else:
-                    self.problem(*problem)
-        self.unchecked = []
+        """The meta-checks of the fragments read so far (`SchemaChecks.problems`), each problem located."""
+        for key, message in self.schemas.problems():
+            self.problem(key, message)
 
     @cached_property
     def locator(self) -> _Locator:
@@ -392,6 +384,7 @@ def _read_env(r: _Reader, table: Mapping[str, Any], key: tuple[str, ...]) -> dic
 
 def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
                base_dir: Path) -> Tool | None:
+    """One [tools.NAME] table as a `Tool`, every problem in it reported on `r`."""
     key = ("tools", name)
     if not TOOL_NAME.match(name):
         r.problem(key, f"tool name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
@@ -404,15 +397,7 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
                                                       for k in t if k not in TOOL_KEYS):   # a misspelt one was told
         r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
     argv = _check_command(r, key, command, args) if command is not None else None
-    output = r.typed(t, key, "output", str, "text")
-    if output not in ("text", "json", "mcp") and not MEDIA_OUTPUT.match(output):
-        r.problem(key + ("output",), f"output '{output}' must be \"text\", \"json\", \"mcp\" "
-                  "or an image/... or audio/... MIME type")
-    output_schema = r.typed(t, key, "output_schema", dict)
-    if output_schema is not None:
-        if output != "json":
-            r.problem(key + ("output_schema",), "'output_schema' needs output = \"json\"")
-        _check_schema(r, key + ("output_schema",), output_schema)
+    output, output_schema = _read_output(r, t, key)
     stdin_arg = r.typed(t, key, "stdin", str)
     if stdin_arg is not None and stdin_arg not in {a.name for a in args}:
         r.problem(key + ("stdin",), f"stdin names '{stdin_arg}', which is not an argument of '{name}'")
@@ -422,30 +407,11 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
     task = r.typed(t, key, "task", str, "never")
     if task not in TASK_MODES:
         r.problem(key + ("task",), f"task '{task}' must be one of: {', '.join(TASK_MODES)}")
-    progress = r.typed(t, key, "progress", str)
-    pattern = None
-    if progress is not None:
-        try:
-            pattern = re.compile(progress)
-        except re.error as exc:
-            r.problem(key + ("progress",), f"progress is not a valid regular expression: {exc}")
-        else:
-            if "progress" not in pattern.groupindex and pattern.groups < 1:
-                r.problem(key + ("progress",), "progress needs a group: (?P<progress>...) or (...)")
-    codes = r.typed(t, key, "success_codes", list)
-    if codes is not None and not (codes and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255
-                                                for c in codes)):
-        r.problem(key + ("success_codes",), "success_codes must be a non-empty array of exit codes 0-255")
-        codes = None
+    progress, codes = _read_progress(r, t, key), _read_success_codes(r, t, key)
     concurrency = r.typed(t, key, "concurrency", int)
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
-    annotations = r.typed(t, key, "annotations", dict, {})
-    r.keys(annotations, key + ("annotations",), set(ANNOTATION_KEYS))
-    for ann, value in annotations.items():
-        expected = ANNOTATION_KEYS.get(ann)
-        if expected is not None and not isinstance(value, expected):
-            r.problem(key + ("annotations", ann), f"annotation '{ann}' must be {_TYPE_NAMES[expected]}")
+    annotations = _read_annotations(r, t, key)
     env = {**defaults["env"], **_read_env(r, t, key)}
     return _made(
         Tool,
@@ -463,8 +429,8 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         output_schema=output_schema,
         annotations=annotations,
         stdin_arg=stdin_arg,
-        success_codes=SUCCESS if codes is None else frozenset(codes),
-        progress=pattern,
+        success_codes=codes,
+        progress=progress,
         concurrency=concurrency,
         confirm=confirm,
         task=task,
@@ -475,6 +441,57 @@ def _read_tool(r: _Reader, name: str, t: dict[str, Any], defaults: dict[str, Any
         limits=_limits(r, t, key, defaults["limits"]),
         env_inherit=_env_inherit(r, t, key, defaults["env_inherit"]),
     )
+
+
+def _read_output(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> tuple[str, dict[str, Any] | None]:
+    """What a tool's stdout is (`output`) and the schema of its JSON (`output_schema`, for "json" only)."""
+    output = r.typed(t, key, "output", str, "text")
+    if output not in ("text", "json", "mcp") and not MEDIA_OUTPUT.match(output):
+        r.problem(key + ("output",), f"output '{output}' must be \"text\", \"json\", \"mcp\" "
+                  "or an image/... or audio/... MIME type")
+    output_schema = r.typed(t, key, "output_schema", dict)
+    if output_schema is not None:
+        if output != "json":
+            r.problem(key + ("output_schema",), "'output_schema' needs output = \"json\"")
+        r.schemas.add(key + ("output_schema",), output_schema)
+    return output, output_schema
+
+
+def _read_progress(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The pattern that finds progress in stderr lines: it needs a group (named `progress`, or the first)."""
+    progress = r.typed(t, key, "progress", str)
+    if progress is None:
+        return None
+    try:
+        pattern = re.compile(progress)
+    except re.error as exc:
+        r.problem(key + ("progress",), f"progress is not a valid regular expression: {exc}")
+        return None
+    if "progress" not in pattern.groupindex and pattern.groups < 1:
+        r.problem(key + ("progress",), "progress needs a group: (?P<progress>...) or (...)")
+    return pattern
+
+
+def _read_success_codes(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> frozenset[int]:
+    """The exit codes that mean success (0 unless `success_codes` says otherwise)."""
+    codes = r.typed(t, key, "success_codes", list)
+    if codes is None:
+        return SUCCESS
+    if not (codes and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes)):
+        r.problem(key + ("success_codes",), "success_codes must be a non-empty array of exit codes 0-255")
+        return SUCCESS
+    return frozenset(codes)
+
+
+def _read_annotations(r: _Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, Any]:
+    """The MCP tool annotations, each of its type."""
+    annotations: dict[str, Any] = r.typed(t, key, "annotations", dict, {})
+    r.keys(annotations, key + ("annotations",), set(ANNOTATION_KEYS))
+    for ann, value in annotations.items():
+        expected = ANNOTATION_KEYS.get(ann)
+        if expected is not None and not isinstance(value, expected):
+            r.problem(key + ("annotations", ann), f"annotation '{ann}' must be {_TYPE_NAMES[expected]}")
+    return annotations
 
 
 def _expand_path(entry: str, cwd: Path) -> str:
@@ -587,9 +604,9 @@ def _read_args(r: _Reader, t: dict[str, Any], key: tuple[str, ...], cwd: Path) -
         flag = r.typed(fragment, akey, "flag", str)
         if flag is not None and schema.get("type") != "boolean":
             r.problem(akey + ("flag",), "'flag' is for boolean arguments (type = \"boolean\")")
-        _check_schema(r, akey, schema)
+        r.schemas.add(akey, schema)
         optional = r.typed(fragment, akey, "optional", bool, False)
-        if fragment.get("elicit") is True and not _elicitable(schema):
+        if fragment.get("elicit") is True and not elicitable(schema):
             r.problem(akey + ("elicit",), "'elicit' needs a string, number, integer or boolean argument, "
                       "or an array with items.enum or items.anyOf of {const, title} (the forms elicitation can ask for)")
         names, values = schema.get("enumNames"), schema.get("enum")
@@ -618,47 +635,6 @@ def _path_rule(r: _Reader, fragment: Mapping[str, Any], key: tuple[str, ...], sc
     within = _paths(r, fragment, key, "within") or []
     return PathRule(within=tuple(_expand_path(p, cwd) for p in within),
                     must_exist=r.typed(fragment, key, "must_exist", bool, False), kind=kind)
-
-
-def _elicitable(schema: Mapping[str, Any]) -> bool:
-    kind = schema.get("type")
-    items = schema.get("items")
-    return kind in ("string", "number", "integer", "boolean") or (
-        kind == "array" and isinstance(items, dict) and (items.get("type") == "string" and "enum" in items
-                                                         or string_consts(items.get("anyOf"))))
-
-
-def verdict_key(schema: Mapping[str, Any]) -> str:
-    """Equal only for fragments whose checks pass alike: the same keys in the same order with
-    the same values (repr tells 1, 1.0 and True apart), except the text of a top-level string
-    `description` or `title`, which the meta-schema only requires to be a string and which no
-    default is validated against."""
-    key = dict(schema)
-    for name in ("description", "title"):
-        if isinstance(key.get(name), str):
-            key[name] = ""                # in place: the keys keep their order
-    return repr(key)
-
-
-def _check_schema(r: _Reader, key: tuple[str, ...], schema: Mapping[str, Any]) -> None:
-    if r.check_schemas:
-        r.unchecked.append((key, schema))
-
-
-def schema_problem(key: tuple[str, ...], schema: Mapping[str, Any]) -> tuple[tuple[str, ...], str] | None:
-    """What is wrong with the schema fragment at key, as (where, message), or None."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        return key + tuple(str(p) for p in exc.path), f"invalid JSON Schema at '{'.'.join(key)}': {exc.message}"
-    if "default" in schema:
-        error = next(Draft202012Validator(schema).iter_errors(schema["default"]), None)
-        if error is not None:
-            return key + ("default",), f"default does not match its own schema: {error.message}"
-    return None
 
 
 def placeholders(template: str) -> Iterator[str]:

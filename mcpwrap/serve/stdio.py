@@ -491,7 +491,7 @@ class Driver:
             self.perform(self.core.timer(key))
 
     async def _task_op(self, op: TaskOp) -> None:
-        from mcpwrap.tasks import store as tasks
+        from mcpwrap.serve import tasks
 
         if op.op == "watch":
             await self._watch_task(op)
@@ -517,7 +517,7 @@ class Driver:
 
     async def _watch_task(self, op: TaskOp) -> None:
         """Follow a task this process created (bounded by its ttl) for notifications/tasks/status."""
-        from mcpwrap.tasks import store as tasks
+        from mcpwrap.serve import tasks
 
         try:
             await tasks.follow(self.options.state_dir, self.core.config.path, op.task_id or "",

@@ -1,4 +1,4 @@
-"""`python -m mcpwrap.tasks STORE ID SECRET`: a task's detached supervisor (`store.main`).
+"""`python -m mcpwrap.tasks STORE ID SECRET`: a task's detached supervisor (`supervisor.main`).
 
 It leaves without the interpreter's teardown, as `mcpwrap call` does (`cli.main.entry`): unwinding
 every module trio and the runner loaded takes CPU right after the task's terminal status is visible,
@@ -10,7 +10,7 @@ import atexit
 import os
 import sys
 
-from mcpwrap.tasks.store import main
+from mcpwrap.tasks.supervisor import main
 
 code = main()
 atexit._run_exitfuncs()

@@ -1,4 +1,4 @@
-"""The durable task store, the detached supervisor that runs a task, and `perform`.
+"""The durable task store: records, locks, the index, the running ceiling, collection.
 
 Store: one directory per tools file, STATE_DIR/<sha256(resolved path)[:16]>/tasks/
 (the path, not the content digest, so a reload keeps the store). Per task:
@@ -54,24 +54,13 @@ attempt per entry in running/, under running/.lock; an entry whose lock is free
 belongs to a dead supervisor and goes. Past `max_running`, `TooManyTasks`
 before any record is written.
 
-Supervisor: `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE`, started by
-the creating request in a new session; it outlives `mcpwrap serve`. It claims
-the record (its pid and start time), verifies the record's MAC, runs the
-command through `runner.run` under trio (so process group, cgroup/tag sweep,
-timeout and output cap are the runner's), polls the record every 100 ms (a
-cancel there cancels the run, which kills the process group) and records
-progress and the outcome. The creating request waits for none of this: it
-returns once the record is durable and the supervisor spawned, and the command
-starts once that interpreter has imported trio and the runner. A reader that
-finds a running task whose supervisor is gone (or never claimed it within
-START_GRACE_S) marks it failed and kills what the command left behind (found
-by the MCPWRAP_TASK_ID variable every descendant inherits). It imports no
-jsonschema: the snapshot it runs is MAC-bound to what the server validated, so
-its schemas are not re-checked.
+A reader that finds a running task whose supervisor (`tasks/supervisor.py`)
+is gone (or never claimed it within START_GRACE_S) marks it failed and kills
+what the command left behind (found by the MCPWRAP_TASK_ID variable every
+descendant inherits).
 
-Imports: this module loads neither trio nor the runner until a supervisor or
-a server's request needs them, so `mcpwrap tasks list|show|result|cancel|gc`
-starts in less than trio's import alone.
+Imports: this module loads neither trio nor the runner, so
+`mcpwrap tasks list|show|result|cancel|gc` starts in less than trio's import alone.
 """
 
 from __future__ import annotations
@@ -81,20 +70,15 @@ import fcntl
 import hashlib
 import hmac
 import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from mcpwrap.config import load as config_module
-from mcpwrap.protocol import identity, sealing, tasking
+from mcpwrap.protocol import identity, tasking
 from mcpwrap.protocol.tasking import (
     CANCELLED_MESSAGE,
     CREATED_MESSAGE,
@@ -105,22 +89,12 @@ from mcpwrap.protocol.tasking import (
     new_id,
     valid_id,
 )
-from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.run.procfs import proc_stat
 from mcpwrap.state import signing
-from mcpwrap.state.durable import UnsafePathError, open_private, private_dir, private_tree, write_atomic
-
-if TYPE_CHECKING:
-    import trio
-
-    from mcpwrap.protocol.actions import Action, TaskOp
-    from mcpwrap.protocol.core import Core
-    from mcpwrap.result import ToolResult
+from mcpwrap.state.durable import open_private, private_dir, private_tree, write_atomic
 
 RECORD_VERSION = 1
-CANCEL_POLL_S = 0.1          # supervisor: how soon a cancel in the store stops the command
 RESULT_POLL_S = 0.1          # tasks/result and `tasks result --wait`
-WATCH_POLL_S = 0.2           # status notifications of the legacy session
 START_GRACE_S = 30.0         # a record with no supervisor pid after this long never got one
 GC_INTERVAL_S = 60.0         # a supervisor's collection pass, at most this often per store
 GC_BUDGET = 1000             # expired tasks one pass removes at most
@@ -130,7 +104,6 @@ INDEX = "index.2"            # the creation-ordered index of the store (see Stor
 ENTRY = 63                   # bytes per index entry
 OLD_INDEX = "index"          # the index before principals (no owner tag): a collection pass removes it
 GC_MARKER = ".gc"            # its mtime: the last collection pass; its flock: one pass at a time
-LOG_CAP = 1024 * 1024        # bytes of command stderr kept in <id>.log
 MAX_RUNNING = 16             # tasks running at once per store (`--max-tasks`)
 _FIELDS = {f.name for f in fields(TaskRecord)}
 # what a task is, fixed at creation: the MAC covers these, so a record swapped on disk runs nothing
@@ -660,268 +633,6 @@ def kill_leftovers(task_id: str) -> None:
     runner.kill_tagged(runner.TASK_ENV, [task_id])
 
 
-# --- creating a task: record first, then the supervisor ------------------------------------
-def _snapshot(config: config_module.Config) -> str | None:
-    """The tools file's text if it is still what the server validated against."""
-    try:
-        raw = Path(config.path).read_bytes()
-        return raw.decode() if config_module.digest_of(raw) == config.digest else None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -> int:
-    """Start a supervisor (`python -m mcpwrap.tasks`, detached), holding `slot` for its life; a
-    thread reaps it."""
-    log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id,
-                                    str(Path(secret_file).absolute())],
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                                   start_new_session=True, close_fds=True, pass_fds=(slot,))
-    finally:
-        os.close(log)
-    threading.Thread(target=process.wait, name=f"reap-{process.pid}", daemon=True).start()
-    return process.pid
-
-
-def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
-                arguments: Mapping[str, Any], ttl_ms: int, keyring: sealing.Keys, secret_file: Path,
-                max_running: int = MAX_RUNNING, principal: str = identity.LOCAL) -> TaskRecord:
-    """Take a running slot (TooManyTasks past `max_running`), write the signed record, and start
-    its supervisor, which claims it. Returns once the record is durable and the supervisor
-    spawned; nothing else is waited for."""
-    task_id = new_id()
-    slot = store.reserve(task_id, max_running)
-    try:
-        record = store.create(tool=tool.name, arguments=arguments, ttl_ms=ttl_ms,
-                              poll_ms=max(1, int(tool.task_poll_s * 1000)), tools_file=Path(config.path),
-                              digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
-                              task_id=task_id, principal=principal)
-        try:
-            spawn_supervisor(store, task_id, secret_file, slot)
-        except OSError:
-            for suffix in (".json", ".log", ".lock"):
-                store.path(task_id, suffix).unlink(missing_ok=True)
-            raise
-    except BaseException:
-        store.release(task_id)
-        raise
-    finally:
-        os.close(slot)                    # the supervisor holds it now
-    return record
-
-
-# --- the server side: TaskOp -> store -> Core outcome -------------------------------------
-async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
-                  max_running: int = MAX_RUNNING) -> list[Action]:
-    """Carry out one task-store operation and return the actions the core renders for it.
-
-    `secret_file` is where `core.keyring_source` loads the keyring from: the supervisor reads it too."""
-    import trio
-
-    store = Store.for_tools_file(state_dir, core.config.path)
-    ctx = op.ctx
-    try:
-        if op.op == "create":
-            assert op.tool is not None
-            tool, ttl_ms = op.tool, tasking.requested_ttl_ms(ctx.params, op.tool)
-            record = await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
-                store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,
-                max_running, ctx.principal))
-            return core.task_created(ctx, record)
-        if op.op == "list":
-            chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size, ctx.principal)
-            return core.task_page(ctx, chosen, next_cursor)
-        task_id, principal = op.task_id or "", ctx.principal   # another's task is not found, as an unknown id
-        record = await trio.to_thread.run_sync(store.get, task_id, principal)
-        if op.op == "get":
-            return core.task_status(ctx, record)
-        if op.op == "update":
-            return core.task_updated(ctx)
-        if op.op == "cancel":
-            try:
-                return core.task_cancelled(ctx, await trio.to_thread.run_sync(store.cancel, task_id, principal), False)
-            except TaskTerminalError as exc:
-                return core.task_cancelled(ctx, exc.record, True)
-        if op.op == "result":
-            while not record.terminal:
-                if not core.task_waiting(ctx):
-                    return []             # the client cancelled its tasks/result
-                await trio.sleep(RESULT_POLL_S)
-                record = await trio.to_thread.run_sync(store.get, task_id, principal)
-            return core.task_payload(ctx, record)
-    except TaskLookupError as exc:
-        raise tasking.lookup_error(exc) from None
-    except TooManyTasks as exc:
-        raise ProtocolError(-32603, str(exc)) from None
-    raise ValueError(f"unknown task operation {op.op!r}")
-
-
-OnChange = Callable[[TaskRecord | None, TaskRecord], None]
-
-
-async def follow(state_dir: Path, tools_file: Path, task_id: str, on_change: OnChange) -> None:
-    """Poll a task until it is terminal or gone (bounded by its ttl); report each visible change."""
-    import trio
-
-    store = Store.for_tools_file(state_dir, tools_file)
-    previous: TaskRecord | None = None
-    while True:
-        try:
-            record = await trio.to_thread.run_sync(store.get, task_id)
-        except TaskLookupError:
-            return
-        if previous is None or _visible(record) != _visible(previous):
-            on_change(previous, record)
-            previous = record
-        if record.terminal:
-            return
-        await trio.sleep(WATCH_POLL_S)
-
-
-def _visible(record: TaskRecord) -> tuple[Any, ...]:
-    return (record.status, record.status_message, record.progress)
-
-
-# --- the supervisor -----------------------------------------------------------------------
-class _Supervision:
-    """What the run shares with the store poller: progress to write, log budget, a stop signal."""
-
-    def __init__(self, store: Store, task_id: str) -> None:
-        self.store, self.task_id = store, task_id
-        self.pending: dict[str, Any] | None = None
-        self.log_left = LOG_CAP
-        self.signal: int | None = None
-
-    def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        self.pending = {k: v for k, v in (("progress", progress), ("total", total), ("message", message))
-                        if v is not None}
-
-    def log(self, line: str) -> None:
-        data = (line + "\n").encode()[:self.log_left]
-        self.log_left -= len(data)
-        if data:
-            sys.stderr.buffer.write(data)
-            sys.stderr.flush()
-
-    async def poll(self, run: trio.CancelScope) -> None:
-        """Every CANCEL_POLL_S: write new progress, and stop the run once the record is terminal or gone."""
-        import trio
-
-        while True:
-            await trio.sleep(CANCEL_POLL_S)
-            pending, self.pending = self.pending, None
-            if pending is not None:
-                record = await trio.to_thread.run_sync(
-                    self.store.update, self.task_id, lambda r, p=pending: replace(r, progress=p))
-            else:
-                record = await trio.to_thread.run_sync(self.store.read, self.task_id)
-            if record is None or record.terminal:
-                run.cancel()
-                return
-
-    async def signals(self, run: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:
-        """Started (not merely scheduled) before the command: a signal that comes once it runs is recorded."""
-        import trio
-
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as received:
-            task_status.started()
-            async for signum in received:
-                self.signal = signum
-                run.cancel()
-                return
-
-
-def _load_tool(record: TaskRecord) -> tuple[config_module.Tool, config_module.Spool]:
-    """The tool as validated at creation (from the snapshot), else as the file now defines it,
-    and where its output beyond max_output is kept.
-
-    The snapshot's schemas are not checked again: the MAC vouches that these are the bytes the
-    server checked (and this way the supervisor never imports jsonschema)."""
-    from mcpwrap.run.arguments import argument_problems
-
-    path = Path(record.tools_file)
-    try:
-        config = (config_module.loads(record.snapshot.encode(), path, lambda digest: digest == record.digest)
-                  if record.snapshot is not None else config_module.load(path))
-    except config_module.ConfigError as exc:
-        raise LookupError(f"the tools file {path} cannot be loaded: {exc.problems[0]}") from None
-    tool = config.tool(record.tool)
-    if tool is None:
-        raise LookupError(f"tool '{record.tool}' is no longer defined in {path}")
-    problems = [] if record.snapshot is not None else argument_problems(tool, record.arguments)
-    if problems:
-        raise LookupError(f"the arguments no longer fit tool '{record.tool}' in the changed {path}: "
-                          + "; ".join(problems))
-    return tool, config.spool
-
-
-def _check_signature(store: Store, record: TaskRecord, secret_file: Path) -> None:
-    """LookupError unless the record's MAC is one of this user's keys over what the creator wrote."""
-    now = time.time()
-    try:
-        keyring = signing.load_secret(secret_file, now)
-    except signing.SecretFileError as exc:
-        raise LookupError(f"{exc}; nothing ran") from None
-    if not signed_by(record, keyring, now):
-        raise LookupError(f"the task record {store.path(record.task_id)} does not carry a valid MAC under "
-                          f"the secret {secret_file} (it was changed or forged after creation); nothing ran")
-
-
-async def supervise(store: Store, task_id: str, secret_file: Path) -> int:
-    me = os.getpid()
-    record = store.claim(task_id, me, process_start(me))
-    if record is None or record.terminal or record.supervisor_pid != me:
-        return 0                          # gone, finished, or someone else's
-    try:
-        return await _run(store, record, secret_file)
-    finally:
-        store.release(task_id)            # the slot's flock dies with this process; its name goes now
-
-
-async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
-    import trio
-
-    from mcpwrap.result import error_result
-    from mcpwrap.run import process as runner
-    from mcpwrap.run.spool import Spool
-
-    task_id = record.task_id
-    try:
-        _check_signature(store, record, secret_file)
-        tool, kept = _load_tool(record)
-    except LookupError as exc:
-        store.finish(task_id, error={"code": -32603, "message": str(exc)})
-        return 1
-    os.environ[runner.TASK_ENV] = task_id  # inherited by the command and all it starts
-    watch = _Supervision(store, task_id)
-    result: ToolResult | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            with trio.CancelScope() as run:
-                nursery.start_soon(watch.poll, run)
-                await nursery.start(watch.signals, run)
-                try:
-                    kept_by = Spool(store.root.parent / "output", kept.quota, kept.ttl_s,
-                                    owner=record.principal or identity.LOCAL)   # read back by its creator only
-                    result = await runner.run(tool, record.arguments, on_stderr=watch.log,
-                                              on_progress=watch.progress, spool=kept_by)
-                except runner.ArgumentError as exc:
-                    result = error_result(f"{exc}; nothing ran")
-            nursery.cancel_scope.cancel()
-    except Exception as exc:  # a bug must end as a failed task, not a task working forever
-        store.finish(task_id, error={"code": -32603, "message": f"internal error while running the task: {exc}"})
-        raise
-    if watch.signal is not None:
-        name = signal.Signals(watch.signal).name
-        store.finish(task_id, error={"code": -32603, "message": f"the task's supervisor was stopped by {name}"})
-        return 1
-    if result is not None:
-        store.finish(task_id, result=result.to_json())
-    return 0
-
-
 # --- `mcpwrap tasks ...` views ------------------------------------------------------------
 def public_json(record: TaskRecord) -> dict[str, Any]:
     """The record for people and scripts (`--json`): no snapshot, times in RFC 3339."""
@@ -968,36 +679,3 @@ def describe(record: TaskRecord, store: Store) -> str:
     if log.exists():
         rows.append(["log", str(log)])
     return table(rows)
-
-
-USAGE = "usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE\n(started by mcpwrap serve)\n"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """A supervisor: run the task, then the store's collection pass if one is due."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3 or not valid_id(args[1]):
-        sys.stderr.write(USAGE)
-        return 2
-    try:
-        import trio
-
-        store = Store(Path(args[0]))
-        code = trio.run(supervise, store, args[1], Path(args[2]))
-        _collect(store)
-        return code
-    except UnsafePathError as exc:        # nothing in an unsafe store is trusted, not even to record this
-        print(f"mcpwrap: task store: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-
-
-def _collect(store: Store) -> None:
-    """A supervisor's last step, once its task's outcome is recorded: `maybe_gc`. A failure is one
-    line in the task's log."""
-    try:
-        store.maybe_gc()
-    except OSError as exc:
-        sys.stderr.write(f"mcpwrap: collecting expired tasks in {store.root}: {exc}\n")
-

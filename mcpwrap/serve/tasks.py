@@ -1,0 +1,90 @@
+"""The task-store effects of a server: a `TaskOp` carried out on the store, its outcome handed
+to the core to render; following a task for the legacy session's status notifications.
+
+Store calls run off the event loop (`trio.to_thread`); the core decides, these only fetch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from mcpwrap.protocol import tasking
+from mcpwrap.protocol.actions import Action, TaskOp
+from mcpwrap.protocol.core import Core
+from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
+from mcpwrap.protocol.tools import ProtocolError
+from mcpwrap.tasks.store import MAX_RUNNING, RESULT_POLL_S, Store, TooManyTasks
+from mcpwrap.tasks.supervisor import create_task
+
+WATCH_POLL_S = 0.2           # status notifications of the legacy session
+
+
+async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
+                  max_running: int = MAX_RUNNING) -> list[Action]:
+    """Carry out one task-store operation and return the actions the core renders for it.
+
+    `secret_file` is where `core.keyring_source` loads the keyring from: the supervisor reads it too."""
+    store = Store.for_tools_file(state_dir, core.config.path)
+    ctx = op.ctx
+    try:
+        if op.op == "create":
+            assert op.tool is not None
+            tool, ttl_ms = op.tool, tasking.requested_ttl_ms(ctx.params, op.tool)
+            record = await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
+                store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,
+                max_running, ctx.principal))
+            return core.task_created(ctx, record)
+        if op.op == "list":
+            chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size, ctx.principal)
+            return core.task_page(ctx, chosen, next_cursor)
+        task_id, principal = op.task_id or "", ctx.principal   # another's task is not found, as an unknown id
+        record = await trio.to_thread.run_sync(store.get, task_id, principal)
+        if op.op == "get":
+            return core.task_status(ctx, record)
+        if op.op == "update":
+            return core.task_updated(ctx)
+        if op.op == "cancel":
+            try:
+                return core.task_cancelled(ctx, await trio.to_thread.run_sync(store.cancel, task_id, principal), False)
+            except TaskTerminalError as exc:
+                return core.task_cancelled(ctx, exc.record, True)
+        if op.op == "result":
+            while not record.terminal:
+                if not core.task_waiting(ctx):
+                    return []             # the client cancelled its tasks/result
+                await trio.sleep(RESULT_POLL_S)
+                record = await trio.to_thread.run_sync(store.get, task_id, principal)
+            return core.task_payload(ctx, record)
+    except TaskLookupError as exc:
+        raise tasking.lookup_error(exc) from None
+    except TooManyTasks as exc:
+        raise ProtocolError(-32603, str(exc)) from None
+    raise ValueError(f"unknown task operation {op.op!r}")
+
+
+OnChange = Callable[[TaskRecord | None, TaskRecord], None]
+
+
+async def follow(state_dir: Path, tools_file: Path, task_id: str, on_change: OnChange) -> None:
+    """Poll a task until it is terminal or gone (bounded by its ttl); report each visible change."""
+    store = Store.for_tools_file(state_dir, tools_file)
+    previous: TaskRecord | None = None
+    while True:
+        try:
+            record = await trio.to_thread.run_sync(store.get, task_id)
+        except TaskLookupError:
+            return
+        if previous is None or _visible(record) != _visible(previous):
+            on_change(previous, record)
+            previous = record
+        if record.terminal:
+            return
+        await trio.sleep(WATCH_POLL_S)
+
+
+def _visible(record: TaskRecord) -> tuple[Any, ...]:
+    return (record.status, record.status_message, record.progress)
