@@ -298,7 +298,7 @@ def test_an_elicited_argument_is_never_skipped_off_a_terminal(tmp_path: Path) ->
 def test_the_default_state_dir_is_platformdirs_own(monkeypatch: pytest.MonkeyPatch) -> None:
     import platformdirs
 
-    from mcpwrap.cli.main import default_state_dir
+    from mcpwrap.cli.common import default_state_dir
 
     for xdg in (None, "/x/state", "  "):
         if xdg is None:

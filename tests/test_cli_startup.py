@@ -152,11 +152,11 @@ def test_the_default_secret_file_is_platformdirs_own(monkeypatch: pytest.MonkeyP
     """`serve` writes the XDG rule out instead of importing platformdirs before its first answer."""
     import platformdirs
 
-    from mcpwrap.cli.main import _default_secret_file
+    from mcpwrap.cli.common import default_secret_file
 
     for xdg in (None, "/x/config", "  ", "relative/config"):
         if xdg is None:
             monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
         else:
             monkeypatch.setenv("XDG_CONFIG_HOME", xdg)
-        assert _default_secret_file() == platformdirs.user_config_path("mcpwrap") / "secret"
+        assert default_secret_file() == platformdirs.user_config_path("mcpwrap") / "secret"

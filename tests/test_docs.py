@@ -70,7 +70,7 @@ def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[
 def _cli() -> Any:
     import typer
 
-    from mcpwrap.cli.main import build_app
+    from mcpwrap.cli.completion import build_app
 
     return typer.main.get_command(build_app())
 

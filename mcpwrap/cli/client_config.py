@@ -1,0 +1,159 @@
+"""`mcpwrap client-config`: the JSON an MCP client's config needs, to start `serve` or reach `serve --http`.
+
+A token read from --token-file is never printed where a client can read it from the environment or
+prompt for it; where it cannot (Claude Desktop's bridge), it is, and stderr says so.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from mcpwrap.cli.common import EXIT_CONFIG, EXIT_USAGE, UsageError, assignment, fail, load_tools, note, print_json
+
+CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "cursor", "vscode")
+CLIENT_NAMES = {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "cursor": "Cursor", "vscode": "VS Code"}
+REMOTE_TOKEN_ENV = "MCPWRAP_TOKEN"        # where clients that expand variables in headers find the token
+VSCODE_TOKEN_INPUT = "mcpwrap-token"
+HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+
+
+def client_config(file: str | None, client: str, name: str | None, env: list[str], pin_path: bool, url: str | None,
+                  header: list[str], token_file: str | None) -> None:
+    """Print the entry for a served FILE (a command the client starts) or for a remote --url."""
+    if client not in CLIENT_LAYOUTS:
+        fail(f"--client must be one of {', '.join(CLIENT_LAYOUTS)} (got {client!r})", EXIT_USAGE)
+    pinned = dict(assignment("--env", text) for text in env)
+    if pin_path:
+        pinned["PATH"] = os.environ.get("PATH", os.defpath)
+    if url is not None and file is None:
+        print_json(_remote_config(client, name or "mcpwrap", url, header, token_file, pinned))
+        return
+    if file is None or url is not None:
+        raise UsageError("Give a tools FILE (a server the client starts) or --url (a remote one), not both.")
+    if header or token_file:
+        raise UsageError("--header and --token-file go with --url (a served FILE needs no header)")
+    path = Path(file)
+    load_tools(path)
+    command, args = _self_command()
+    entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(path.resolve())]}
+    if pinned:
+        entry["env"] = pinned
+    key = name or path.stem
+    stdio = {"type": "stdio", **entry}
+    print_json({"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
+                "claude-code": {"mcpServers": {key: stdio}}, "vscode": {"servers": {key: stdio}}}[client])
+
+
+def _self_command() -> tuple[str, list[str]]:
+    """An absolute command that starts this mcpwrap, for client configs."""
+    import shutil
+
+    found = shutil.which("mcpwrap")
+    if found:
+        return str(Path(found).absolute()), []
+    return sys.executable, ["-m", "mcpwrap"]
+
+
+def _remote_config(client: str, key: str, url: str, header: list[str], token_file: str | None,
+                   pinned: dict[str, str]) -> dict[str, Any]:
+    """A client's entry for `serve --http` elsewhere: its own Streamable HTTP where it has one, else a bridge."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--url wants http(s)://HOST[:PORT]/mcp, got {url!r}")
+    headers = _headers(header)
+    token = None
+    if token_file is not None:
+        if any(field.lower() == "authorization" for field in headers):
+            raise UsageError("--token-file writes the Authorization header: give it or a "
+                             "--header 'Authorization: ...', not both")
+        token_file = str(Path(token_file).resolve())     # the notes name it wherever they are read
+        token = _client_token(Path(token_file))
+    if parts.scheme == "http" and parts.hostname not in ("localhost", "127.0.0.1", "::1") and (headers or token):
+        note(f"{url} is plain HTTP: the header crosses the network readable; serve with --certfile/--keyfile "
+             "or behind a TLS proxy, and give an https:// URL")
+    if client == "claude-desktop":
+        return {"mcpServers": {key: _desktop_bridge(url, headers, token, token_file, pinned)}}
+    if pinned:
+        raise UsageError(f"--env and --pin-path set the environment of a server the client starts; "
+                         f"{client} connects to --url itself")
+    return _http_entry(client, key, url, headers, token_file if token is not None else None)
+
+
+def _headers(header: list[str]) -> dict[str, str]:
+    """The --header 'Name: value' options, each checked to be one header line."""
+    import re
+
+    headers: dict[str, str] = {}
+    for text in header:
+        field, colon, value = text.partition(":")
+        if not colon or not re.fullmatch(HEADER_NAME, field.strip()) or "\r" in value or "\n" in value:
+            raise UsageError(f"--header wants 'Name: value', got {text!r}")
+        headers[field.strip()] = value.strip()
+    return headers
+
+
+def _http_entry(client: str, key: str, url: str, headers: dict[str, str], token_file: str | None) -> dict[str, Any]:
+    """The entry of a client with Streamable HTTP of its own; with `token_file`, the bearer token is a
+    reference the client resolves (its environment, or VS Code's password prompt), never the token."""
+    if token_file is not None:
+        variable = {"claude-code": f"${{{REMOTE_TOKEN_ENV}}}", "cursor": f"${{env:{REMOTE_TOKEN_ENV}}}",
+                    "vscode": f"${{input:{VSCODE_TOKEN_INPUT}}}"}[client]
+        headers = {**headers, "Authorization": f"Bearer {variable}"}
+        if client == "vscode":
+            note(f"VS Code asks for the token the first time it connects and keeps it in its secret storage: "
+                 f"paste the last token line of {token_file}")
+        else:
+            note(f"the token is not written here: {CLIENT_NAMES[client]} reads it from {REMOTE_TOKEN_ENV} when it "
+                 f"starts, e.g. export {REMOTE_TOKEN_ENV}=\"$(grep -v -e '^#' -e '^$' {token_file} | tail -n 1)\"")
+    entry: dict[str, Any] = {"type": "http", "url": url} if client != "cursor" else {"url": url}
+    if headers:
+        entry["headers"] = headers
+    if client == "vscode":
+        inputs = [{"type": "promptString", "id": VSCODE_TOKEN_INPUT, "password": True,
+                   "description": f"Bearer token for {key} (from {token_file})"}] if token_file is not None else []
+        return {"servers": {key: entry}, **({"inputs": inputs} if inputs else {})}
+    return {"mcpServers": {key: entry}}
+
+
+def _desktop_bridge(url: str, headers: dict[str, str], token: str | None, token_file: str | None,
+                    pinned: dict[str, str]) -> dict[str, Any]:
+    """Claude Desktop starts only stdio servers from its config file: the documented mcp-remote bridge relays.
+
+    Each header travels in an environment variable, `--header Name:${VAR}`, as mcp-remote documents (a
+    space inside an argument is split on some systems).
+    """
+    import re
+    import shutil
+
+    if token is not None:
+        headers = {**headers, "Authorization": f"Bearer {token}"}
+    variables = {field: "MCPWRAP_HEADER_" + re.sub(r"[^A-Z0-9]", "_", field.upper()) for field in headers}
+    args = ["-y", "mcp-remote", url]
+    for field, variable in variables.items():
+        args += ["--header", f"{field}:${{{variable}}}"]
+    environment = {**pinned, **{variables[field]: value for field, value in headers.items()}}
+    npx = shutil.which("npx")
+    note("Claude Desktop does not connect to a remote server with a header from claude_desktop_config.json (its "
+         "Settings > Connectors take a URL with OAuth or no auth): this entry starts the mcp-remote bridge "
+         "(npx, Node.js 18 or later)" + ("" if npx else "; npx is not on PATH here, install Node.js"))
+    if token is not None:
+        note(f"the token from {token_file} is written into this entry's env: keep claude_desktop_config.json "
+             "private (chmod 600)")
+    return {"command": str(Path(npx).absolute()) if npx else "npx", "args": args,
+            **({"env": environment} if environment else {})}
+
+
+def _client_token(path: Path) -> str:
+    """The newest (last) token of a token file, held to the server's rules: the user's own, mode 0600."""
+    from mcpwrap.serve import http
+    from mcpwrap.state import signing
+
+    try:
+        return http.TokenFile(path).current()[-1].decode()
+    except (OSError, signing.SecretFileError) as exc:
+        fail(f"--token-file: {exc}", EXIT_CONFIG)

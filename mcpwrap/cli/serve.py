@@ -1,0 +1,145 @@
+"""`mcpwrap serve`: options resolved, the tools file (or the `--tool` options) loaded, the server run.
+
+An MCP host starts this for every session, so the way to its first answer imports only what the
+front needs to give it (`serve.front`); the HTTP driver is imported only with --http.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, fail, load_tools, option_value, positive,
+                                secret_path, state_path)
+
+HTTP_ONLY = ("--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile, --keyfile, --body-timeout "
+             "and --send-timeout apply only with --http")
+INLINE_TOOLS = Path("(--tool)")          # where problems of the inline form point
+INLINE_PLACEHOLDER = r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?(\?)?\}"
+INLINE_TYPES = ("string", "integer", "number", "boolean")
+
+
+def serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
+          max_calls: str | None, max_tasks: str | None, watch: bool, read_only: bool, only: list[str],
+          exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
+          insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None,
+          body_timeout: str | None, send_timeout: str | None) -> NoReturn:
+    """The `serve` command line: the HTTP options checked together, then `serve_command`."""
+    from mcpwrap.config.model import Toolset
+
+    def names(values: list[str]) -> frozenset[str]:
+        return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
+
+    remote = None
+    if http is None and (token_file or allowed_origin or insecure_no_auth or rate or certfile or keyfile
+                         or body_timeout or send_timeout):
+        raise UsageError(HTTP_ONLY)
+    if http is not None:
+        from mcpwrap.serve import http as http_module
+        try:
+            remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
+                                              body_timeout, send_timeout)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
+                                   max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude)), remote))
+
+
+def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
+                  watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
+                  tools: list[str] | None = None, toolset: Any = None, remote: Any = None) -> int:
+    """Serve `file` (or the inline `tools`) on stdio, or over HTTP with `remote`; the exit status."""
+    gc.disable()        # until `front.prepare` freezes them: the imports, the tools file and the core live as long
+    from mcpwrap.config.model import Toolset
+    from mcpwrap.serve import front   # as the server, and no collection pass over them need delay its first answer
+
+    level = option_value(log_level, "--log-level", lambda: "info")
+    if level not in front.LEVELS:
+        fail(f"--log-level must be one of {', '.join(front.LEVELS)} (got {level!r})", EXIT_USAGE)
+    state = state_path(state_dir)
+    calls = positive(max_calls, "--max-calls", front.Options.max_calls)
+    running_tasks = positive(max_tasks, "--max-tasks", front.Options.max_tasks)
+    if (file is None) == (not tools):
+        raise UsageError("Give a tools FILE or --tool NAME=COMMAND options (not both).")
+    toolset = toolset or Toolset()
+    options = front.Options(
+        secret_file=secret_path(secret_file),
+        state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
+        toolset=toolset)
+
+    config = (load_tools(file, state / "validated") if file is not None
+              else _loads_inline(inline_tools(tools or [])))
+    if unknown := toolset.unknown(config):
+        raise UsageError(f"--only/--exclude name tools {config.path} does not define: {', '.join(unknown)}")
+    config = toolset.apply(config)
+    if not config.tools and (toolset.read_only or toolset.only):
+        fail("--read-only/--only leave no tool to serve", EXIT_USAGE)
+    if sys.stdin.isatty() and remote is None:
+        print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
+              "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
+    try:
+        if remote is not None:
+            from mcpwrap.serve import http
+            return http.run(config, options, remote)
+        return front.run(config, options)
+    except Exception as exc:              # signing is imported only once a secret is needed: not for the first answer
+        from mcpwrap.state.signing import SecretFileError
+
+        if not isinstance(exc, SecretFileError):
+            raise
+        fail(str(exc), EXIT_CONFIG)
+
+
+def inline_tools(specs: list[str]) -> str:
+    """The tools file that `--tool NAME=COMMAND` options stand for, as TOML text.
+
+    COMMAND is split into words as a shell would (quotes, no expansion, no shell at run time);
+    a placeholder may say its type and whether it is optional: {path}, {n:integer}, {since?}.
+    The text then goes through `config.loads` like any tools file, so every rule applies.
+    """
+    import re
+    import shlex
+
+    import orjson
+
+    def quoted(text: str) -> str:
+        return orjson.dumps(text).decode()         # a JSON string is a TOML basic string
+
+    blocks = []
+    for spec in specs:
+        name, eq, command = spec.partition("=")
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            fail(f"--tool {spec!r}: {exc}", EXIT_USAGE)
+        if not eq or not name or not words:
+            fail(f"--tool {spec!r} must look like NAME=COMMAND, e.g. 'log=git log -n {{n:integer}} -- {{path?}}'", EXIT_USAGE)
+        args: dict[str, tuple[str, bool]] = {}
+
+        def declare(match: re.Match[str]) -> str:
+            kind, optional = match[2] or "string", bool(match[3])
+            if kind not in INLINE_TYPES or args.setdefault(match[1], (kind, optional)) != (kind, optional):
+                fail(f"--tool {spec!r}: {match[0]} must be one of {', '.join(INLINE_TYPES)}, the same "
+                     "each time the argument appears", EXIT_USAGE)
+            return "{" + match[1] + "}"
+
+        argv = [re.sub(INLINE_PLACEHOLDER, declare, word) for word in words]
+        blocks.append("\n".join([f"[tools.{quoted(name)}]", f"command = {orjson.dumps(argv).decode()}", *(
+            f"args.{arg} = {{ type = {quoted(kind)}{', optional = true' if optional else ''} }}"
+            for arg, (kind, optional) in args.items())]))
+    return "\n\n".join(['[server]\nname = "mcpwrap"', *blocks]) + "\n"
+
+
+def _loads_inline(text: str) -> Any:
+    """The config of `--tool` options; a problem is shown with the TOML it was read from."""
+    from mcpwrap.config import load as config
+
+    try:
+        return config.loads(text.encode(), INLINE_TOOLS)
+    except config.ConfigError as exc:
+        print(f"mcpwrap: the --tool options, as a tools file:\n{text}", file=sys.stderr)
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
