@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from mcpwrap.config.model import (PLACEHOLDER, SUCCESS, TEMPLATE_EXPR, Arg, Config, Limits, PathRule, Problem, Prompt,
-                                  PromptArg, PromptMessage, Resource, Sandbox, Spool, Tool, string_consts)
+                                  PromptArg, PromptMessage, Resource, Sandbox, Spool, Tool)
 from mcpwrap.config.model import Toolset as Toolset   # not used here: named for `config.Toolset`'s users
 from mcpwrap.config.schema import SchemaChecks, elicitable
 
