@@ -444,7 +444,7 @@ def test_init_from_help_writes_nothing_that_does_not_check(tmp_path: Path) -> No
 
 def test_the_quick_exit_still_runs_exit_handlers_and_flushes(tmp_path: Path) -> None:
     """`entry` skips the interpreter's teardown, not the runner's cgroup cleanup nor buffered output."""
-    from mcpwrap.run import process as runner
+    from mcpwrap.run import contain
 
     tools = tmp_path / "t.toml"
     tools.write_text('[tools.few]\ncommand = ["echo", "a few bytes"]\n')           # they would sit in the buffer
@@ -452,8 +452,8 @@ def test_the_quick_exit_still_runs_exit_handlers_and_flushes(tmp_path: Path) -> 
     proc = subprocess.Popen(mcpwrap_cmd("call", str(tools), "few"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out, err = proc.communicate(timeout=HANG_S)
     assert (proc.returncode, out) == (0, b"a few bytes\n"), err
-    base = runner._own_cgroup2()          # (looked at before containment(), whose start removes dead owners' dirs)
+    base = contain._own_cgroup2()          # (looked at before containment(), whose start removes dead owners' dirs)
     left = base is not None and os.path.exists(os.path.join(base, f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-{proc.pid}"))
-    if base is None or not runner.containment().startswith("cgroup v2"):
+    if base is None or not contain.containment().startswith("cgroup v2"):
         pytest.skip("no cgroup v2 containment here: no exit handler to see")
     assert not left

@@ -118,7 +118,8 @@ FIRST_REQUESTS = [
 # the threads (the import thread starts once the answers already due are written).
 NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
     "threading", "queue",
-    "trio", "mcpwrap.serve.stdio", "mcpwrap.run.process", "mcpwrap.state.signing", "mcpwrap.protocol.sealing",
+    "trio", "mcpwrap.serve.stdio", "mcpwrap.run.process", "mcpwrap.run.contain", "mcpwrap.run.confine",
+    "mcpwrap.run.output", "mcpwrap.run.worker", "mcpwrap.state.signing", "mcpwrap.protocol.sealing",
     "mcpwrap.result", "mcpwrap.run.spool", "mcpwrap.protocol.pages",
     "mcpwrap.run.argv", "mcpwrap.run.arguments", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
     "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts"}

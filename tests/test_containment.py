@@ -34,7 +34,7 @@ import trio
 
 from mcpwrap.config import load as config
 from mcpwrap.protocol import jsonrpc
-from mcpwrap.run import process as runner
+from mcpwrap.run import contain, output as run_output, process as runner
 from tests import procs
 from tests.harness import HANG_S, until
 
@@ -44,14 +44,14 @@ PR_SET_CHILD_SUBREAPER = 36
 @pytest.fixture(params=["cgroup", "tag"])
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if request.param == "tag":
-        monkeypatch.setenv(runner.CONTAINMENT_ENV, "tag")
+        monkeypatch.setenv(contain.CONTAINMENT_ENV, "tag")
     else:
-        monkeypatch.delenv(runner.CONTAINMENT_ENV, raising=False)
-    runner._server_cgroup.cache_clear()
-    if request.param == "cgroup" and not runner.containment().startswith("cgroup v2"):
+        monkeypatch.delenv(contain.CONTAINMENT_ENV, raising=False)
+    contain.current.cache_clear()
+    if request.param == "cgroup" and not contain.containment().startswith("cgroup v2"):
         pytest.skip("no writable cgroup v2 tree with cgroup.kill here")
     yield request.param
-    runner._server_cgroup.cache_clear()
+    contain.current.cache_clear()
 
 
 @pytest.fixture
@@ -154,11 +154,11 @@ def test_cgroup_catches_a_process_that_clears_its_environment(mark: str, monkeyp
     The leader forks only once it is in its call's cgroup: a fork before the move (a window of
     a scheduling delay) leaves only the tag sweep as a backstop, which this daemon would escape.
     """
-    monkeypatch.delenv(runner.CONTAINMENT_ENV, raising=False)
-    runner._server_cgroup.cache_clear()
-    if not runner.containment().startswith("cgroup v2"):
+    monkeypatch.delenv(contain.CONTAINMENT_ENV, raising=False)
+    contain.current.cache_clear()
+    if not contain.containment().startswith("cgroup v2"):
         pytest.skip("no writable cgroup v2 tree with cgroup.kill here")
-    server = runner._server_cgroup()
+    server = contain.current().cgroup
     assert server is not None
     seconds = f"1025.{int(mark[:8], 16)}"            # the marker is in argv: the environment is gone
     code = DAEMON.replace("CLOSE", f"os.execve({shutil.which('sleep')!r}, ['sleep', {seconds!r}], dict())")
@@ -182,13 +182,14 @@ def test_a_move_waiting_on_the_kernel_does_not_hold_the_loop(mode: str, mark: st
     spell); on the loop that held every other request. Here the move waits until the loop has run."""
     moving, loop_ran = threading.Event(), threading.Event()
     waited: list[bool] = []
-    contain = runner._contain
+    containment = contain.current()
+    enter = containment.enter
 
-    def slow(pid: int, tag: str) -> tuple[str | None, bool]:
+    def slow(pid: int, tag: str, joined: str | None = None) -> contain.Tagged:
         moving.set()
         waited.append(loop_ran.wait(HANG_S))
-        return contain(pid, tag)
-    monkeypatch.setattr(runner, "_contain", slow)
+        return enter(pid, tag, joined)
+    monkeypatch.setattr(containment, "enter", slow)
 
     async def main() -> None:
         with trio.fail_after(2 * HANG_S):
@@ -204,7 +205,7 @@ def test_no_call_cgroup_or_its_files_outlive_the_calls(mode: str, mark: str) -> 
     """Every call's cgroup is removed at its end, and no file of one stays open."""
     if mode == "tag":
         pytest.skip("cgroups only")
-    server = runner._server_cgroup()
+    server = contain.current().cgroup
     assert server is not None
 
     def open_cgroup_files() -> list[str]:
@@ -321,33 +322,33 @@ def test_catastrophic_user_pattern_is_stopped(tmp_path: Path) -> None:
 
 def test_a_match_stopped_while_preempted_is_tried_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The alarm is wall-clock; a busy machine must not cost a fast pattern its progress lines."""
-    real = runner.bounded_search
+    real = run_output.bounded_search
     stops = iter([True, True])                 # the first two attempts are "preempted": stopped, no CPU spent
 
     def preempted_then_real(pattern: Any, text: str, limit: float) -> Any:
         if next(stops, False):
-            raise runner.MatchTimeout
+            raise run_output.MatchTimeout
         return real(pattern, text, limit)
 
-    monkeypatch.setattr(runner, "bounded_search", preempted_then_real)
+    monkeypatch.setattr(run_output, "bounded_search", preempted_then_real)
     spec = config.loads(b"[tools.t]\ncommand = ['true']\nprogress = '(\\d+)/(\\d+)'\n", Path("t.toml")).tool("t")
     assert spec is not None
     seen: list[Any] = []
     warnings: list[str] = []
-    tracker = runner._ProgressTracker(spec, lambda p, t, m: seen.append((p, t)), warnings.append)
+    tracker = run_output.ProgressTracker(spec, lambda p, t, m: seen.append((p, t)), warnings.append)
     tracker.line("step 2/3")
     assert seen == [(2.0, 3.0)] and warnings == [] and tracker.pattern is not None
 
 
 def test_match_guard_stops_a_runaway_match_and_restores_signals() -> None:
     before = signal.getsignal(signal.SIGALRM)
-    with pytest.raises(runner.MatchTimeout):        # unguarded, this match runs for hours
-        runner.bounded_search(re.compile(r"(a+)+b"), "a" * 40, 0.05)
+    with pytest.raises(run_output.MatchTimeout):        # unguarded, this match runs for hours
+        run_output.bounded_search(re.compile(r"(a+)+b"), "a" * 40, 0.05)
     assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-    match = runner.bounded_search(re.compile(r"(\d+)/(\d+)"), "step 2/3", 0.05)
+    match = run_output.bounded_search(re.compile(r"(\d+)/(\d+)"), "step 2/3", 0.05)
     assert match is not None and match.groups() == ("2", "3")
     found: list[Any] = []                  # off the main thread there are no signals: unguarded
-    thread = threading.Thread(target=lambda: found.append(runner.bounded_search(re.compile("b"), "ab", 0.05)))
+    thread = threading.Thread(target=lambda: found.append(run_output.bounded_search(re.compile("b"), "ab", 0.05)))
     thread.start()
     thread.join(HANG_S)
     assert found and found[0] is not None
@@ -375,7 +376,7 @@ def test_shipped_progress_patterns_are_linear(path: str) -> None:
 def test_deeply_nested_json_is_an_error_result(mark: str, output: str, doc: str) -> None:
     spec = tool(mark, f"command = ['printf', '%s', '{doc}']\noutput = '{output}'\n")
     result = guarded_run(spec)
-    assert result.is_error and f"nested deeper than {runner.OUTPUT_DEPTH} levels" in result.text
+    assert result.is_error and f"nested deeper than {run_output.OUTPUT_DEPTH} levels" in result.text
 
 
 def test_depth_bound() -> None:
@@ -384,25 +385,25 @@ def test_depth_bound() -> None:
         for n in range(depth):
             value = [value] if n % 2 else {"k": value}
         return value
-    assert not jsonrpc.too_deep(nested(runner.OUTPUT_DEPTH), runner.OUTPUT_DEPTH)
-    assert jsonrpc.too_deep(nested(runner.OUTPUT_DEPTH + 1), runner.OUTPUT_DEPTH)
-    assert jsonrpc.too_deep(nested(100_000), runner.OUTPUT_DEPTH)
+    assert not jsonrpc.too_deep(nested(run_output.OUTPUT_DEPTH), run_output.OUTPUT_DEPTH)
+    assert jsonrpc.too_deep(nested(run_output.OUTPUT_DEPTH + 1), run_output.OUTPUT_DEPTH)
+    assert jsonrpc.too_deep(nested(100_000), run_output.OUTPUT_DEPTH)
     assert not jsonrpc.too_deep("x", 0)
 
 
 def test_containment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(runner.CONTAINMENT_ENV, "tag")
-    runner._server_cgroup.cache_clear()
+    monkeypatch.setenv(contain.CONTAINMENT_ENV, "tag")
+    contain.current.cache_clear()
     try:
-        assert runner.containment() == "environment tag sweep"
+        assert contain.containment() == "environment tag sweep"
     finally:
-        runner._server_cgroup.cache_clear()
+        contain.current.cache_clear()
 
 
 def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str, mark: str) -> None:
     if mode == "tag":
         pytest.skip("cgroups only")
-    base = runner._own_cgroup2()
+    base = contain._own_cgroup2()
     assert base is not None
     prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
     code = "from mcpwrap.run import process as runner\nprint(runner.containment().split()[-1])\n"
@@ -419,13 +420,13 @@ def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str,
     try:
         with open(os.path.join(stale, "call", "cgroup.procs"), "w") as f:
             f.write(str(sleeper.pid))
-        runner._server_cgroup.cache_clear()
-        assert runner.containment().startswith("cgroup v2")
+        contain.current.cache_clear()
+        assert contain.containment().startswith("cgroup v2")
         assert sleeper.wait(HANG_S) == -signal.SIGKILL and not os.path.exists(stale)
     finally:
         sleeper.kill()
         sleeper.wait()
-        runner._remove_server_cgroup(stale)
+        contain._remove_server_cgroup(stale)
 
 
 def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> None:
@@ -438,14 +439,14 @@ def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> 
         tag = uuid.uuid4().hex
         process = await trio.lowlevel.open_process(
             [sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True,
-            env={**os.environ, "MARK": mark, runner.CALL_ENV: tag})
+            env={**os.environ, "MARK": mark, contain.CALL_ENV: tag})
         assert process.stdout is not None
         with trio.fail_after(HANG_S):
             child = int(await process.stdout.receive_some())       # the fork is done
-        cgroup, sweep = runner._contain(process.pid, tag)         # as a spawn does, right after it
-        call = runner._Call(process, tag, cgroup, sweep)
-        assert call.cgroup is not None
-        assert f"/{os.path.basename(call.cgroup)}\n" in Path(f"/proc/{child}/cgroup").read_text()   # found, moved in
+        held = contain.current().enter(process.pid, tag)          # as a spawn does, right after it
+        call = runner._Call(process, held)
+        assert isinstance(held, contain.InCgroup)
+        assert f"/{os.path.basename(held.cgroup)}\n" in Path(f"/proc/{child}/cgroup").read_text()   # found, moved in
         with trio.fail_after(HANG_S):
             await call.end(0.5)
         await process.stdout.aclose()
@@ -455,9 +456,9 @@ def test_forks_before_the_cgroup_move_are_moved_in_too(mode: str, mark: str) -> 
 
 def test_a_process_caught_mid_exec_is_looked_at_again(mark: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between exec's mm switch and its new stack a process's environment reads empty: the sweep must retry."""
-    sleeper = subprocess.Popen(["sleep", "1031"], env={**os.environ, "MARK": mark, runner.CALL_ENV: mark})
+    sleeper = subprocess.Popen(["sleep", "1031"], env={**os.environ, "MARK": mark, contain.CALL_ENV: mark})
     try:
-        real = runner._read
+        real = contain._read
         first = {f"/proc/{sleeper.pid}/environ"}
 
         def once_empty(path: str) -> bytes:
@@ -466,8 +467,8 @@ def test_a_process_caught_mid_exec_is_looked_at_again(mark: str, monkeypatch: py
                 return b""                          # the first look lands mid-exec
             return real(path)
 
-        monkeypatch.setattr(runner, "_read", once_empty)
-        runner.kill_tagged(runner.CALL_ENV, [mark])
+        monkeypatch.setattr(contain, "_read", once_empty)
+        contain.kill_tagged(contain.CALL_ENV, [mark])
         assert sleeper.wait(timeout=HANG_S) == -signal.SIGKILL
     finally:
         sleeper.kill()
@@ -488,7 +489,7 @@ sys.stdin.read()
 
 
 def watchdogs_of(pid: int) -> list[int]:
-    return [p.pid for p in procs.live() if p.ppid == pid and p.read("cmdline").startswith(b"/bin/sh\0-c\0" + runner._WATCHDOG.encode())]
+    return [p.pid for p in procs.live() if p.ppid == pid and p.read("cmdline").startswith(b"/bin/sh\0-c\0" + contain._WATCHDOG.encode())]
 
 
 def test_a_process_killed_outright_takes_its_calls_with_it(mode: str, mark: str) -> None:
@@ -519,7 +520,7 @@ def test_a_process_that_ends_its_calls_tells_its_watchdog_so(mark: str) -> None:
         [watchdog] = until(lambda: watchdogs_of(caller.pid), "the caller's watchdog")
         os.kill(watchdog, signal.SIGSTOP)
         try:
-            until(lambda: (runner.proc_stat(watchdog) or [b""])[0] == b"T", "the watchdog to stop")
+            until(lambda: (contain.proc_stat(watchdog) or [b""])[0] == b"T", "the watchdog to stop")
             pipe = os.open(f"/proc/{watchdog}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
             caller.communicate(timeout=HANG_S)                # EOF on its stdin: a normal exit
             assert caller.returncode == 0
@@ -539,11 +540,11 @@ def test_a_process_that_ends_its_calls_tells_its_watchdog_so(mark: str) -> None:
 def test_only_an_exit_with_every_call_ended_says_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     """A call still counted running at exit (its end never came) leaves the watchdog its sweep."""
     theirs, ours = os.pipe2(os.O_NONBLOCK)
-    monkeypatch.setattr(runner, "_watched", ("0" * 12, ours))
+    monkeypatch.setattr(contain, "_watched", ("0" * 12, ours))
     try:
         for running, said in ((1, b""), (0, b"ended\n")):
-            monkeypatch.setattr(runner, "_running", running)
-            runner._exiting()
+            monkeypatch.setattr(contain, "_running", running)
+            contain._exiting()
             try:
                 assert os.read(theirs, 64) == said
             except BlockingIOError:

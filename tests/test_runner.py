@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from mcpwrap.config import load as config
-from mcpwrap.run import process as runner
+from mcpwrap.run import contain, process as runner, worker as jobs
 from mcpwrap.result import NO_STRUCTURED, Media, ResourceLink, Text
 from tests import procs
 from tests.harness import HANG_S, until
@@ -268,8 +268,8 @@ def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
         return trio.run(runner.run, cfg.tool("t"), {}).text
 
     assert call() == "ok\n"                             # the spawner thread runs in this process now
-    assert runner._watched is not None and runner._watched[1] >= 0
-    parents_pipe = os.readlink(f"/proc/self/fd/{runner._watched[1]}")
+    assert contain._watched is not None and contain._watched[1] >= 0
+    parents_pipe = os.readlink(f"/proc/self/fd/{contain._watched[1]}")
 
     def pipes() -> set[str]:
         return {os.readlink(f"/proc/self/fd/{fd}") for fd in map(int, os.listdir("/proc/self/fd"))
@@ -278,9 +278,9 @@ def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
     child = os.fork()
     if child == 0:
         holds_parents_watchdog = parents_pipe in pipes()    # it would keep the parent's death from being seen
-        os.environ[runner.CONTAINMENT_ENV] = "tag"      # it makes no cgroup in its parent's directory
-        runner._server_cgroup.cache_clear()
-        ok = call() == "ok\n" and runner._watched is not None and runner._watched[1] >= 0   # one of its own
+        os.environ[contain.CONTAINMENT_ENV] = "tag"      # it makes no cgroup in its parent's directory
+        contain.current.cache_clear()
+        ok = call() == "ok\n" and contain._watched is not None and contain._watched[1] >= 0   # one of its own
         os._exit(0 if ok and not holds_parents_watchdog else 1)
 
     def reaped() -> tuple[int, int] | None:
@@ -348,9 +348,9 @@ def test_a_worker_runs_a_burst_in_a_row_and_each_caller_gets_its_own_outcome(mon
     """Jobs queued while the worker is busy run in a row and are woken together (one wake-up
     of the loop, not one each), and each awaiting task still gets its own value or error."""
     wake_ups: list[int] = []
-    reschedule_all = runner._reschedule_all
-    monkeypatch.setattr(runner, "_reschedule_all", lambda tasks: (wake_ups.append(len(tasks)), reschedule_all(tasks)))
-    worker = runner._Worker("mcpwrap-test-worker")
+    reschedule_all = jobs._reschedule_all
+    monkeypatch.setattr(jobs, "_reschedule_all", lambda tasks: (wake_ups.append(len(tasks)), reschedule_all(tasks)))
+    worker = jobs.Worker("mcpwrap-test-worker")
     entered, gate = threading.Event(), threading.Event()
 
     def job(i: int) -> int:

@@ -8,6 +8,7 @@ where the kernel has no Landlock; limit tests skip where the mechanism is missin
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -343,21 +344,21 @@ def test_an_evicted_sandbox_policy_still_serves_the_call_that_holds_it(monkeypat
     import trio
 
     from mcpwrap.config import load as config_module
-    from mcpwrap.run import process as runner
+    from mcpwrap.run import confine
 
-    monkeypatch.setattr(runner._Sandboxed, "KEPT", 1)
-    monkeypatch.setattr(runner._Sandboxed, "_cache", {})
+    monkeypatch.setattr(confine.Sandboxed, "KEPT", 1)
+    monkeypatch.setattr(confine.Sandboxed, "_cache", {})
 
     def policy(extra: str) -> config_module.Sandbox:
         return config_module.Sandbox(read=(*config_module.SYSTEM_READ, str(tmp_path / extra)),
                                      write=config_module.SYSTEM_WRITE, network=False, required=True)
 
     async def main() -> None:
-        held = runner._Sandboxed.of(policy("a"))
-        other = runner._Sandboxed.of(policy("b"))                # evicts the held one
+        held = confine.Sandboxed.of(policy("a"))
+        other = confine.Sandboxed.of(policy("b"))                # evicts the held one
         assert held.retired
         with trio.fail_after(60):
-            child = await held.spawn(["true"], {"stdout": sp.DEVNULL, "stderr": sp.DEVNULL})
+            child = await held.worker.run(functools.partial(sp.Popen, ["true"], stdout=sp.DEVNULL, stderr=sp.DEVNULL))
         assert child.wait(timeout=60) == 0
         held.release()
         assert not os.path.exists(held.root)                      # stopped once nobody held it

@@ -628,9 +628,9 @@ def _summary(result: Mapping[str, Any]) -> str:
 
 def kill_leftovers(task_id: str) -> None:
     """SIGKILL every process that inherited this task's MCPWRAP_TASK_ID (its supervisor is gone)."""
-    from mcpwrap.run import process as runner
+    from mcpwrap.run import contain, process as runner
 
-    runner.kill_tagged(runner.TASK_ENV, [task_id])
+    contain.kill_tagged(runner.TASK_ENV, [task_id])
 
 
 # --- `mcpwrap tasks ...` views ------------------------------------------------------------
