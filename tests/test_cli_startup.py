@@ -120,7 +120,8 @@ NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
     "threading", "queue",
     "trio", "mcpwrap.serve.stdio", "mcpwrap.run.process", "mcpwrap.state.signing", "mcpwrap.result", "mcpwrap.run.spool",
     "mcpwrap.run.argv", "mcpwrap.run.arguments", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
-    "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts"}
+    "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts", "mcpwrap.protocol.calls", "mcpwrap.protocol.content",
+    "mcpwrap.protocol.task_requests"}
 
 
 @pytest.mark.parametrize("content", [

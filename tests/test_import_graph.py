@@ -53,11 +53,14 @@ KNOWN_UPWARD = {
     # A resource command's arguments are checked with the tool checker.
     ("mcpwrap.protocol.resources", "mcpwrap.run.arguments"),
     # requestState is sealed and unsealed in `asking` with `signing`'s keyring (pure seal/verify, but
-    # beside the secret file); the core names `Keyring` and catches the nonce ledger's `LedgerError`.
+    # beside the secret file); the core's state names `Keyring`, the call pipeline catches the nonce
+    # ledger's `LedgerError`.
     ("mcpwrap.protocol.asking", "mcpwrap.state.signing"),
-    ("mcpwrap.protocol.core", "mcpwrap.state.signing"),
+    ("mcpwrap.protocol.server_state", "mcpwrap.state.signing"),
+    ("mcpwrap.protocol.calls", "mcpwrap.state.signing"),
     # Output pages: their URIs and `Page` values come from the spool, which writes them.
     ("mcpwrap.protocol.core", "mcpwrap.run.spool"),
+    ("mcpwrap.protocol.content", "mcpwrap.run.spool"),
     ("mcpwrap.protocol.resources", "mcpwrap.run.spool"),
 }
 
