@@ -36,13 +36,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
-import orjson
-
 from mcpwrap.config.model import Config
 from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol import modern
 from mcpwrap.protocol.actions import Action, CancelCall, CancelTimer, Context, Send, Stderr, StopComplete
 from mcpwrap.protocol.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
+from mcpwrap.protocol.safety_net import bug_report, unexpected
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, CORE_TASK_METHODS, EXTENSION_METHODS,
                                         EXTENSION_TASK_METHODS, MODERN, declared)
 from mcpwrap.protocol.server_state import (BATCH_BYTES, BATCH_ITEMS, HELD_BYTES, BatchBudget, BatchState,
@@ -74,6 +73,8 @@ def _answers(method: Callable[Concatenate[Core, P], list[Action]]) -> Callable[C
 
 
 class Core(ServerState):
+    """One server's protocol state machine: `receive` decides, the outcome methods take the driver's reports."""
+
     # --- entry point --------------------------------------------------------------------
     def receive(self, message: jsonrpc.Message) -> list[Action]:
         """The actions for one message. Nothing but a deliberate refusal leaves here: a bug met on the
@@ -157,65 +158,6 @@ class Core(ServerState):
         if not expected and state.answers:
             actions += self._sent(state)   # nothing to wait for: only refused items needed answers
         return self._routed(actions)
-
-    def _routed(self, actions: list[Action]) -> list[Action]:
-        """Responses to batched requests are held and sent together as one array."""
-        out: list[Action] = []
-        for action in actions:
-            message = action.message if isinstance(action, Send) else None
-            if isinstance(message, dict) and "method" not in message and message.get("id") in self.batches:
-                state = self.batches.pop(message["id"])
-                state.waiting.discard(message["id"])
-                out += self._keep(state, message)
-                if not state.waiting:
-                    out += self._sent(state)
-                continue
-            out.append(action)
-        return out
-
-    def _keep(self, state: BatchState, message: dict[str, Any]) -> list[Action]:
-        """Hold one answer of a batch, encoded once; past the budget, an error for its item instead.
-
-        The request was carried out either way: only its answer is not kept.
-        """
-        key = "result" if "result" in message else "error"
-        try:
-            data = orjson.dumps(message[key])
-        except TypeError as exc:           # orjson.JSONEncodeError: too deep, a bad key, a huge int
-            error = ProtocolError(-32603, f"internal error: the answer could not be encoded ({exc})")
-            state.answers.append(self.error_message(message.get("id"), error, self.session.rev))
-            return [Stderr(f"mcpwrap: cannot encode an answer in a batch ({exc}); answering with an error", "error")]
-        size = len(data) + len(orjson.dumps(message.get("id"))) + 32    # the envelope around it
-        refusal = self.budget.refusal(state.held, size)
-        if refusal is None:
-            state.held += size
-            state.answers.append({**message, key: orjson.Fragment(data)})
-        else:
-            state.answers.append(self.error_message(message.get("id"), ProtocolError(-32603, (
-                f"{refusal}: this answer ({size} bytes) was dropped after its request was carried out; "
-                "send the requests separately")), self.session.rev))
-        return []
-
-    def _sent(self, state: BatchState) -> list[Action]:
-        """The batch's array, its held bytes given back to the budget."""
-        self.budget.held -= state.held
-        state.held = 0
-        return [Send(state.answers)] if state.answers else []
-
-    def end(self) -> None:
-        """This core's session is over: what its unfinished batches held is given back to the budget."""
-        for state in {id(s): s for s in self.batches.values()}.values():
-            self.budget.held -= state.held
-            state.held = 0
-        self.batches.clear()
-
-    def _drop_from_batch(self, request_id: RequestId) -> list[Action]:
-        """A batched request that will never be answered (cancelled): its batch stops waiting for it."""
-        state = self.batches.pop(request_id, None)
-        if state is None:
-            return []
-        state.waiting.discard(request_id)
-        return self._sent(state) if not state.waiting else []
 
     # --- requests -----------------------------------------------------------------------
     def _request(self, request: Request) -> list[Action]:
@@ -517,41 +459,6 @@ NOTIFICATIONS: dict[str, Callable[[Core, Notification], list[Action]]] = {
     "notifications/initialized": _initialized,
     "notifications/cancelled": _cancelled,
 }
-
-
-def bug_report(what: str, exc: BaseException) -> str:
-    """The one log line that names a bug: what it cost, the exception (a group's only one, unwrapped), where."""
-    import traceback
-
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
-    place = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
-    return f"mcpwrap: internal error {what}: {type(exc).__name__}: {exc}{place}".replace("\n", " ")
-
-
-def unexpected(message: jsonrpc.Message | None, exc: Exception) -> list[Action]:
-    """What a bug met while deciding `message` becomes: -32603 for each request it carries (so each is
-    still answered once) and one line for mcpwrap's log. Drivers use it for what escapes `Core.receive`."""
-    items = message.items if isinstance(message, Batch) else (message,)
-    requests = [m for m in items if isinstance(m, Request)]
-    answers = [{"jsonrpc": "2.0", "id": r.id, "error": {"code": jsonrpc.INTERNAL_ERROR, "message": (
-        f"internal error: {r.method} failed unexpectedly; nothing more was done (see the server's log)")}}
-               for r in requests]
-    actions: list[Action] = [Stderr(bug_report(f"on {_described(message)}", exc), "error")]
-    if answers:
-        actions.append(Send(answers if isinstance(message, Batch) else answers[0]))
-    return actions
-
-
-def _described(message: jsonrpc.Message | None) -> str:
-    if message is None:
-        return "a message"
-    if isinstance(message, Batch):
-        return f"a batch of {len(message.items)}"
-    if isinstance(message, Request):
-        return f"{message.method} request {message.id!r}"
-    return type(message).__name__.lower()
 
 
 def _progress_token(params: Mapping[str, Any]) -> str | int | None:

@@ -7,7 +7,8 @@ The handlers of calls (`calls.py`), content (`content.py`) and tasks (`task_requ
 plain functions over a `ServerState`, in modules loaded when a request first needs them.
 
 Every request that awaits an answer is in `inflight` until it is answered or cancelled
-(`settled`), so an id is "in use" exactly then.
+(`settled`), so an id is "in use" exactly then. Every answer leaves through `_routed`: one to a
+batched request is held, encoded and counted in the `BatchBudget`, until its batch's array is sent.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from mcpwrap.config.model import Config
 from mcpwrap.protocol import jsonrpc, modern
-from mcpwrap.protocol.actions import Action, Context, Send
+from mcpwrap.protocol.actions import Action, Context, Send, Stderr
 from mcpwrap.protocol.identity import LOCAL_USER, Identity
 from mcpwrap.protocol.jsonrpc import RequestId
 from mcpwrap.protocol.revisions import TASKS_EXTENSION, Revision
@@ -81,6 +84,8 @@ class CompletionRun:
 
 
 class ServerState:
+    """A core's state, and the ways its answers leave: replies, errors, batches, messages held for a session."""
+
     def __init__(self, config: Config, keyring_source: Callable[[], Keyring],
                  clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500,
                  budget: BatchBudget | None = None, completions: CompletionCache | None = None,
@@ -164,6 +169,66 @@ class ServerState:
     def settled(self, ctx: Context) -> bool:
         """The request leaves `inflight` now; False if the client cancelled it (no answer, ever)."""
         return self.inflight.pop(ctx.id, None) is not None
+
+    # --- batches: their answers leave together -------------------------------------------
+    def _routed(self, actions: list[Action]) -> list[Action]:
+        """Responses to batched requests are held and sent together as one array."""
+        out: list[Action] = []
+        for action in actions:
+            message = action.message if isinstance(action, Send) else None
+            if isinstance(message, dict) and "method" not in message and message.get("id") in self.batches:
+                state = self.batches.pop(message["id"])
+                state.waiting.discard(message["id"])
+                out += self._keep(state, message)
+                if not state.waiting:
+                    out += self._sent(state)
+                continue
+            out.append(action)
+        return out
+
+    def _keep(self, state: BatchState, message: dict[str, Any]) -> list[Action]:
+        """Hold one answer of a batch, encoded once; past the budget, an error for its item instead.
+
+        The request was carried out either way: only its answer is not kept.
+        """
+        key = "result" if "result" in message else "error"
+        try:
+            data = orjson.dumps(message[key])
+        except TypeError as exc:           # orjson.JSONEncodeError: too deep, a bad key, a huge int
+            error = ProtocolError(-32603, f"internal error: the answer could not be encoded ({exc})")
+            state.answers.append(self.error_message(message.get("id"), error, self.session.rev))
+            return [Stderr(f"mcpwrap: cannot encode an answer in a batch ({exc}); answering with an error", "error")]
+        size = len(data) + len(orjson.dumps(message.get("id"))) + 32    # the envelope around it
+        refusal = self.budget.refusal(state.held, size)
+        if refusal is None:
+            state.held += size
+            state.answers.append({**message, key: orjson.Fragment(data)})
+        else:
+            state.answers.append(self.error_message(message.get("id"), ProtocolError(-32603, (
+                f"{refusal}: this answer ({size} bytes) was dropped after its request was carried out; "
+                "send the requests separately")), self.session.rev))
+        return []
+
+    def _sent(self, state: BatchState) -> list[Action]:
+        """The batch's array, its held bytes given back to the budget."""
+        self.budget.held -= state.held
+        state.held = 0
+        return [Send(state.answers)] if state.answers else []
+
+    def end(self) -> None:
+        """This core's session is over: what its unfinished batches held is given back to the budget."""
+        for state in {id(s): s for s in self.batches.values()}.values():
+            self.budget.held -= state.held
+            state.held = 0
+        self.batches.clear()
+
+    def _drop_from_batch(self, request_id: RequestId) -> list[Action]:
+        """A batched request that will never be answered (cancelled): its batch stops waiting for it."""
+        state = self.batches.pop(request_id, None)
+        if state is None:
+            return []
+        state.waiting.discard(request_id)
+        return self._sent(state) if not state.waiting else []
 
     # --- messages of ours to the client --------------------------------------------------
     def to_client(self, ctx: Context, key: Held, message: dict[str, Any]) -> list[Action]:
