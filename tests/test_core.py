@@ -474,3 +474,27 @@ def test_every_request_gets_one_answer_in_the_right_place(steps: list[tuple[str,
     assert sorted(sorted(repr(r.get("id")) for r in a) for a in arrays) == sorted(batch_ids)
     assert sorted(repr(m["id"]) for m in out if isinstance(m, dict)) == sorted(alone_ids)
     assert not core.inflight and not core.batches
+
+
+def test_every_method_a_revision_serves_has_a_handler_and_the_table_no_other() -> None:
+    from mcpwrap.protocol.core import HANDLERS
+    from mcpwrap.protocol.revisions import EXTENSION_METHODS, REVISIONS
+
+    served = set().union(*(rev.methods for rev in REVISIONS.values()), *EXTENSION_METHODS.values())
+    assert set(HANDLERS) == served
+
+
+def test_the_table_serves_a_method_only_where_the_revision_and_its_extensions_have_it() -> None:
+    core = make_core()
+    init(core, "2025-06-18")
+    legacy_task = sent(feed(core, request(1, "tasks/get", {"taskId": "t"})))[0]   # 2025-11-25's, not 2025-06-18's
+    assert legacy_task["error"] == {"code": -32601, "message": "Method not found: tasks/get"}
+    ping = sent(feed(core, request(2, "ping", {"_meta": modern_meta()})))[0]    # the session's, not 2026's
+    assert ping["error"]["code"] == -32601
+    undeclared = sent(feed(core, request(3, "tasks/get", {"taskId": "t", "_meta": modern_meta()})))[0]
+    assert undeclared["error"]["code"] == -32021
+    assert undeclared["error"]["message"] == ("this method belongs to the tasks extension; declare the "
+                                              f"{TASKS_EXTENSION} extension in clientCapabilities")
+    declared = feed(core, request(4, "tasks/get", {"taskId": "t", "_meta": modern_meta(
+        {"extensions": {TASKS_EXTENSION: {}}})}))
+    assert [type(a) for a in declared] == [TaskOp] and declared[0].op == "get"

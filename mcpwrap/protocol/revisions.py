@@ -35,6 +35,8 @@ _FIRST: dict[str, str] = {
     "error.id_optional": "2025-11-25",
     "invalid_arguments.as_result": "2025-11-25",
     "modern": "2026-07-28",
+    "result.cache_hints": "2026-07-28",        # ttlMs and cacheScope on list (and read) results
+    "request.extensions": "2026-07-28",        # a request declares the extensions it uses (EXTENSION_METHODS)
     "structured.any_json": "2026-07-28",
 }
 # features a later revision dropped: feature -> (first, last)
@@ -58,6 +60,9 @@ EXTENSION_TASK_METHODS = frozenset({"tasks/get", "tasks/update", "tasks/cancel"}
 # Methods no legacy revision has: such a request is modern even when its _meta envelope is missing.
 MODERN_ONLY_METHODS = (MODERN_METHODS | EXTENSION_TASK_METHODS) - LEGACY_METHODS - CORE_TASK_METHODS
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# extension -> the methods it adds: served where the revision has "request.extensions", and only to a
+# request that declares the extension (-32021 otherwise).
+EXTENSION_METHODS: dict[str, frozenset[str]] = {TASKS_EXTENSION: EXTENSION_TASK_METHODS}
 
 # capability (its path in the capabilities object the server sends) -> the methods it declares. A
 # method named here is served only when the capabilities in force have one of its paths: the ones

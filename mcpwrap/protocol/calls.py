@@ -1,0 +1,159 @@
+"""The tools/call pipeline over a core's state: parse, decide task or call, ask, start.
+
+A call is parsed and its task decision made (`task_decision`, the revision's rule); then
+`advance` asks the user what is still missing (an `elicitation/create` of ours over a legacy
+session, an `input_required` result for a modern request) or starts it: `StartCall`, or a
+`TaskOp` "create" when it runs as a task. A modern retry's `requestState` is consumed through
+the injected `consume_once(nonce, expires_at, now)` just before the call (or task) starts, so
+one accepted confirmation authorises one run; a replay is -32602. Each `StartTimer` of a question
+is matched by a `CancelTimer` when the question ends before the timer fires.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mcpwrap.config.model import Tool
+from mcpwrap.protocol import asking, jsonrpc, modern
+from mcpwrap.protocol.actions import Action, CancelTimer, Context, Send, StartCall, StartTimer, TaskOp
+from mcpwrap.protocol.jsonrpc import Response
+from mcpwrap.protocol.revisions import TASKS_EXTENSION
+from mcpwrap.protocol.server_state import ServerState, declares_extension, needs_extension
+from mcpwrap.protocol.tools import ProtocolError, parse_call, render_result
+from mcpwrap.result import ToolResult, error_result
+
+ELICIT_TIMEOUT_S = 600.0
+
+
+def call(core: ServerState, ctx: Context) -> list[Action]:
+    """The handler of tools/call: a fresh call, or a modern retry carrying the user's answers."""
+    request = parse_call(core.config, ctx.params)
+    as_task = task_decision(ctx, request.tool)
+    if ctx.modern and ("requestState" in ctx.params or "inputResponses" in ctx.params):
+        outcome = asking.resume(ctx, request, core.config, core.keyring_source(), core.clock(), as_task)
+    else:
+        outcome = asking.Pending(ctx, request.tool, dict(request.arguments), as_task=as_task,
+                                 original=request.arguments)
+    if not isinstance(outcome, asking.Pending):      # refused (a ToolResult)
+        return [_refused(core, ctx, outcome, as_task)]
+    return _advance(core, outcome)
+
+
+def task_decision(ctx: Context, tool: Tool) -> bool:
+    """Whether this call becomes a task; raises the revision's error when it cannot run."""
+    if ctx.rev.has("tasks.core"):
+        from mcpwrap.protocol import tasking
+
+        tasking.check_task_params(ctx.params)
+        asked = isinstance(ctx.params.get("task"), dict)
+        if asked and tool.task == "never":
+            raise ProtocolError(-32601, f"tool '{tool.name}' does not support task execution")
+        if not asked and tool.task == "always":
+            raise ProtocolError(-32601, f"tool '{tool.name}' must be called as a task (execution.taskSupport is required)")
+        return asked
+    if ctx.rev.has("request.extensions"):
+        declared = declares_extension(ctx, TASKS_EXTENSION)
+        if tool.task == "always" and not declared:
+            raise needs_extension(TASKS_EXTENSION, f"tool '{tool.name}' runs only as a task")
+        return declared and tool.task != "never"
+    return False
+
+
+def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
+    """Ask what is still missing, or start the call (or task)."""
+    ctx = pending.ctx
+    step = asking.next_step(pending)
+    if isinstance(step, ProtocolError):
+        raise step
+    if isinstance(step, asking.Question):
+        return _ask(core, pending, step)
+    if step is not None:                            # refused (a ToolResult)
+        return [_refused(core, ctx, step, pending.as_task)]
+    if pending.state is not None:
+        _consume(core, *pending.state)
+    core.inflight[ctx.id] = ctx
+    if pending.as_task:
+        return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
+    return [StartCall(ctx, pending.tool, pending.arguments)]
+
+
+def _consume(core: ServerState, nonce: str, expires_at: float) -> None:
+    """The retry's requestState authorises this run and no other, in any process sharing the ledger."""
+    try:
+        first = core.consume_once(nonce, expires_at, core.clock())
+    except OSError as exc:                # the ledger could not keep the record (`LedgerError` is one)
+        raise ProtocolError(-32603, "the requestState could not be recorded as used; nothing ran",
+                            diagnostic=str(exc)) from None
+    if not first:
+        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
+
+
+def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:
+    ctx = pending.ctx
+    if ctx.modern:
+        if not asking.can_ask(ctx.capabilities):
+            raise ProtocolError(-32021, f"tool '{pending.tool.name}' needs {question.purpose} from the user, "
+                                "and this request declares no elicitation capability",
+                                {"requiredCapabilities": {"elicitation": {}}})
+        state = asking.seal_state(pending, question, core.config, core.keyring_source(), core.clock())
+        result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
+        return [Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "input_required")))]
+    if not (ctx.rev.has("elicitation.server_request") and asking.can_ask(ctx.capabilities)):
+        return [_refused(core, ctx, error_result(
+            f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "
+            "client cannot be asked (it declared no elicitation capability); nothing ran"), pending.as_task)]
+    if not question.fits(ctx.rev):
+        return [_refused(core, ctx, error_result(
+            f"tool '{pending.tool.name}' needs {question.purpose} from the user, and a list of choices cannot "
+            f"be asked for in protocol revision {ctx.rev.version} (multi-select forms came in 2025-11-25); "
+            "nothing ran"), pending.as_task)]
+    ask_id = next(core.ask_ids)
+    core.asks[ask_id] = replace(pending, question=question)
+    core.inflight[ctx.id] = ctx
+    request = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
+               "params": question.request(ctx.rev)["params"]}
+    return [*core.to_client(ctx, ("ask", ask_id), request), StartTimer(ask_id, ELICIT_TIMEOUT_S)]
+
+
+def answered(core: ServerState, response: Response) -> list[Action]:
+    """A client's answer to our elicitation/create: the call goes on with it, or ends refused."""
+    key = str(response.id)
+    pending = core.asks.pop(key, None)
+    if pending is None:
+        return []
+    core.inflight.pop(pending.ctx.id, None)
+    if response.error is not None:
+        outcome: asking.Pending | ToolResult = error_result(
+            f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
+    else:
+        outcome = asking.apply_answer(pending, pending.question.key if pending.question else None,
+                                      response.result or {})
+    return [CancelTimer(key), *_carry_on(core, pending, outcome)]
+
+
+def timed_out(core: ServerState, key: str) -> list[Action]:
+    """Our question `key` had no answer in time: it is withdrawn and its call ends refused."""
+    pending = core.asks.pop(key, None)
+    if pending is None:
+        return []
+    core.inflight.pop(pending.ctx.id, None)
+    return core.withdraw(key, "timed out") + _carry_on(core, pending, error_result(
+        f"no answer from the user within {ELICIT_TIMEOUT_S:g}s; nothing ran"))
+
+
+def _carry_on(core: ServerState, pending: asking.Pending, outcome: asking.Pending | ToolResult) -> list[Action]:
+    ctx = pending.ctx
+    try:
+        if isinstance(outcome, ToolResult):
+            return [_refused(core, ctx, outcome, pending.as_task)]
+        return _advance(core, outcome)
+    except ProtocolError as error:
+        return [core.error_reply(ctx, error)]
+
+
+def _refused(core: ServerState, ctx: Context, result: ToolResult, as_task: bool) -> Send:
+    """A call that ends before anything ran. A 2025-11-25 task-augmented request
+    expects a task or an error, never a plain tool result, so it gets the error."""
+    if as_task and ctx.rev.has("tasks.core"):
+        return core.error_reply(ctx, ProtocolError(-32602, result.text))
+    return core.reply(ctx, render_result(result, ctx.rev))
