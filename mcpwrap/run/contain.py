@@ -363,6 +363,11 @@ def call_tag() -> str:
     return f"{_watched[0]}{next(_call_numbers):016x}"     # unique; a child can read its own tag anyway
 
 
+def running() -> int:
+    """The calls of this process started (tagged) and not yet ended."""
+    return _running
+
+
 def call_ended() -> None:
     """The call's processes are all gone: one fewer for the watchdog to sweep if we died now."""
     global _running

@@ -155,7 +155,8 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
                  confinement: Confinement | None, tag: str) -> _Call:
     """Start the command in a new session with fresh pipes, contained; OSError/SubprocessError when it cannot.
 
-    The spawn and the move into its cgroup run on a spawner thread (`_spawner`): a cgroup.procs
+    The only call of the process is spawned on the loop and moved into its cgroup from a spawner
+    thread; any other spawn and its move run on a spawner thread (`_spawner`): a cgroup.procs
     write may wait for an RCU grace period in the kernel, and Popen waits until the child has
     exec'd (a preexec_fn, for limits, runs in the child meanwhile). A sandbox without limits is
     entered by spawning from its policy's thread (Landlock binds a thread, so the child runs no
@@ -172,6 +173,11 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
         sandboxed = confinement.sandboxed if confinement is not None and confinement.preexec is None else None
         if sandboxed is not None:
             popen = await sandboxed.worker.run(functools.partial(_popen, argv, options))
+            held = await _spawner().run(functools.partial(contain.current().enter, popen.pid, tag))
+        elif confinement is None and contain.running() == 1:
+            # The only call: its Popen on the loop, which has nothing else to do meanwhile (a hop to a
+            # spawner thread and back costs a lone call more than the fork and exec block the loop).
+            popen = _popen(argv, options)
             held = await _spawner().run(functools.partial(contain.current().enter, popen.pid, tag))
         else:
             joined = confinement.cgroup if confinement is not None else None
