@@ -259,8 +259,8 @@ def test_many_concurrent_calls(tmp_path: Path) -> None:
 
 
 def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
-    """Calls are spawned on a thread; a fork has none, so one forked after a call (the task forker's
-    children are) must start its own rather than queue its spawns for a thread that is not there.
+    """Calls are spawned on threads; a fork has none, so a process forked after a call must start its
+    own rather than queue its spawns for a thread that is not there.
     Nor may it hold its parent's watchdog pipe open."""
     cfg = load(tmp_path, '[tools.t]\ncommand = ["echo", "ok"]\n')
 
