@@ -5,6 +5,8 @@ profile is derandomized and keeps no example database, so a CI run depends on th
 alone; locally the "dev" profile stays random and keeps its database (.hypothesis/) to
 find and replay new cases. Neither has a deadline: a loaded machine is slow, not wrong.
 
+Signals: SIGINT is given its default disposition if the suite was started with it ignored.
+
 Processes: the run's tag (tests.procs.TAG) is set here, at import, before any test spawns
 anything, so every process of this run carries it and `procs.mine()` sees only those. After
 each test, any tagged process still alive a few seconds later is that test's leftover (the
@@ -32,6 +34,13 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 os.environ[procs.TAG] = f"{os.getpid()}-{secrets.token_hex(6)}"
+
+# A suite started in the background by a non-interactive shell (`script &`, nohup) has SIGINT ignored,
+# and every process it starts inherits that: a command then cannot be stopped with Ctrl-C at all, so the
+# tests of what Ctrl-C does would test the launcher instead. The processes the tests start get the
+# disposition a terminal's foreground job has.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
