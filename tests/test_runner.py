@@ -388,3 +388,37 @@ def test_a_worker_runs_a_burst_in_a_row_and_each_caller_gets_its_own_outcome(mon
     assert {i: (v if isinstance(v, int) else ("error", v.args[0])) for i, v in got.items()} == {
         i: ("error", i) if i % 3 == 2 else i * i for i in range(10)}
     assert wake_ups == [1, 9]
+
+
+def test_kept_output_past_the_process_budget_goes_to_a_file_and_comes_back_whole(tmp_path: Path) -> None:
+    """Calls together keep at most `HeldOutput.limit` bytes of stdout in memory; the rest of a call's
+    kept output waits in a private file and its result is whole; the budget is given back at the end."""
+    from mcpwrap.run import output
+
+    cfg = load(tmp_path, '[tools.t]\ncommand = ["x"]\nmax_output = "64KiB"\n')
+    tool = cfg.tools[0]
+
+    class Chunks:
+        def __init__(self, data: bytes) -> None:
+            self.parts = [data[i:i + 5000] for i in range(0, len(data), 5000)]
+
+        async def receive_some(self, _max: int) -> bytes:
+            return self.parts.pop(0) if self.parts else b""
+
+    async def main() -> list[Any]:
+        held = output.HeldOutput(limit=50_000)
+        first = output.Capture(tool, None, None, None, lambda _: None, held)
+        second = output.Capture(tool, None, None, None, lambda _: None, held)
+        await first.read_stdout(Chunks(b"a" * 40_000))
+        await second.read_stdout(Chunks(b"b" * 40_000 + b"c" * 40_000))   # past max_output too
+        in_memory = held.held
+        spilled = second.overflow is not None and first.overflow is None
+        await first.finish()
+        await second.finish()
+        texts = [c.result(0, False, 0.0, (), None).text for c in (first, second)]
+        return [in_memory, spilled, held.held, texts]
+
+    in_memory, spilled, left, (one, two) = trio.run(main)
+    assert in_memory <= 50_000 and spilled and left == 0
+    assert one == "a" * 40_000
+    assert two.startswith("b" * 40_000 + "c" * (64 * 1024 - 40_000)) and "output truncated" in two

@@ -19,10 +19,11 @@ import math
 import re
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 import trio
@@ -42,6 +43,7 @@ PROGRESS_WINDOW = 1024      # characters of a line a progress pattern sees
 MATCH_LIMIT_S = 0.002       # one progress match may hold the loop this long
 MATCH_TRIES = 5             # a match stopped while barely running (preempted) is tried again, this often
 OUTPUT_DEPTH = 64           # nesting allowed in a command's JSON (it is written back a few levels down)
+HELD_OUTPUT = 24 * 1024 * 1024   # stdout the running calls of a process keep in memory together
 
 OnLine = Callable[[str], None]
 OnProgress = Callable[[float, float | None, str | None], None]
@@ -206,15 +208,40 @@ class Keeper:
         return tuple(links)
 
 
+class HeldOutput:
+    """The stdout bytes that running calls keep in memory, counted across the process.
+
+    Each call may keep `max_output`, and `--max-calls` calls run at once: past `limit` together, a
+    call keeps the rest of its stdout in a private unlinked file instead, read back for its result,
+    so what calls hold in memory is bounded whatever their number and their output."""
+
+    def __init__(self, limit: int = HELD_OUTPUT) -> None:
+        self.limit, self.held = limit, 0
+
+    def take(self, size: int) -> bool:
+        """Whether `size` more bytes may stay in memory (they are counted if so)."""
+        if self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+
+HELD = HeldOutput()
+
+
 class Capture:
     """What a call's readers collect, bounded whatever the child writes: stdout up to the cap (the
     rest counted, and kept whole by the `Keeper` where there is a spool), stderr's tail; each line
-    goes to the progress pattern and, for stderr, to `on_stderr`."""
+    goes to the progress pattern and, for stderr, to `on_stderr`. The kept stdout stays in memory
+    while `HELD` has room, and goes on in a private file (`overflow`) past it."""
 
     def __init__(self, tool: Tool, spool: Spool | None, on_stderr: OnLine | None, on_progress: OnProgress | None,
-                 on_warning: OnLine) -> None:
+                 on_warning: OnLine, held: HeldOutput = HELD) -> None:
         self.tool, self.on_stderr = tool, on_stderr
         self.stdout = bytearray()
+        self.held, self.in_memory = held, 0
+        self.overflow: BinaryIO | None = None
+        self.kept = 0                     # bytes of stdout kept, in memory and in the overflow file
         self.dropped = 0
         self.stderr_tail = b""
         self.keeper = Keeper(spool, tool.max_output, on_warning)
@@ -231,13 +258,13 @@ class Capture:
         on_line = self.progress.line if self.tool.output == "text" and self.tool.progress else None
         splitter = _LineSplitter(on_line) if on_line else None
         while chunk := await stream.receive_some(READ_CHUNK):
-            room = cap - len(self.stdout)
+            room = cap - self.kept
             if keeper.spilled("stdout"):
                 await keeper.write("stdout", chunk)
             elif len(chunk) > room:
-                await keeper.write("stdout", bytes(self.stdout) + chunk)
+                await keeper.write("stdout", self.stdout_bytes() + chunk)
             if room > 0:
-                self.stdout += chunk[:room]
+                await self._keep(chunk[:room])
             self.dropped += max(0, len(chunk) - max(room, 0))
             if splitter:
                 splitter.feed(chunk)
@@ -253,18 +280,46 @@ class Capture:
             splitter.feed(chunk)
         splitter.close()
 
+    async def _keep(self, data: bytes | bytearray) -> None:
+        """Kept stdout: in memory while the process's budget has room, in the overflow file after."""
+        self.kept += len(data)
+        if self.overflow is None and self.held.take(len(data)):
+            self.in_memory += len(data)
+            self.stdout += data
+            return
+        if self.overflow is None:
+            self.overflow = tempfile.TemporaryFile(prefix="mcpwrap-output-")    # 0600, and unlinked at once
+        await trio.to_thread.run_sync(self.overflow.write, data)
+
+    def stdout_bytes(self) -> bytes:
+        """The kept stdout, from memory and then from the overflow file."""
+        if self.overflow is None:
+            return bytes(self.stdout)
+        self.overflow.flush()
+        self.overflow.seek(0)
+        data = bytes(self.stdout) + self.overflow.read()
+        self.overflow.seek(0, 2)
+        return data
+
     @property
     def stderr_text(self) -> str:
         return self.stderr_tail.decode("utf-8", "replace")
 
     async def finish(self) -> tuple[ResourceLink, ...]:
-        """Close what the spool keeps: a link for each stream kept whole."""
+        """Close what the spool keeps: a link for each stream kept whole. The call's share of the
+        process's budget is given back here, where every call ends however it ends."""
+        self.held.held -= self.in_memory
+        self.in_memory = 0
         return await self.keeper.finish(self.tool)
 
     def result(self, exit_code: int | None, timed_out: bool, duration_s: float, links: tuple[ResourceLink, ...],
                limit_hit: str | None) -> ToolResult:
         """The call's result, from what was read."""
-        return make_result(self.tool, bytes(self.stdout), self.dropped, exit_code, timed_out, self.stderr_text,
+        stdout = self.stdout_bytes()
+        if self.overflow is not None:
+            self.overflow.close()
+            self.overflow = None
+        return make_result(self.tool, stdout, self.dropped, exit_code, timed_out, self.stderr_text,
                            duration_s, links, limit_hit)
 
 
