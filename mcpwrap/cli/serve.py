@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, fail, load_tools, option_value, positive,
+from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, fail, load_tools, note, option_value, positive,
                                 secret_path, state_path)
 
 HTTP_ONLY = ("--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile, --keyfile, --body-timeout "
@@ -77,8 +77,8 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     if not config.tools and (toolset.read_only or toolset.only):
         fail("--read-only/--only leave no tool to serve", EXIT_USAGE)
     if sys.stdin.isatty() and remote is None:
-        print(f"mcpwrap: serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
-              "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.", file=sys.stderr)
+        note(f"serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
+             "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.")
     try:
         if remote is not None:
             from mcpwrap.serve import http
