@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcpwrap.cli.common import EXIT_CONFIG, EXIT_USAGE, UsageError, assignment, fail, load_tools, note, print_json
+from mcpwrap.cli.common import EXIT_USAGE, UsageError, assignment, fail, load_tools, note, print_json
 
 CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "cursor", "vscode")
 CLIENT_NAMES = {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "cursor": "Cursor", "vscode": "VS Code"}
@@ -150,10 +150,6 @@ def _desktop_bridge(url: str, headers: dict[str, str], token: str | None, token_
 
 def _client_token(path: Path) -> str:
     """The newest (last) token of a token file, held to the server's rules: the user's own, mode 0600."""
-    from mcpwrap.serve import http
-    from mcpwrap.state import signing
+    from mcpwrap.cli import preflight
 
-    try:
-        return http.TokenFile(path).current()[-1].decode()
-    except (OSError, signing.SecretFileError) as exc:
-        fail(f"--token-file: {exc}", EXIT_CONFIG)
+    return preflight.token_file(path)[-1].decode()

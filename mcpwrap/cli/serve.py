@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from mcpwrap.cli import preflight
 from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, fail, load_tools, note, option_value, positive,
                                 secret_path, state_path)
 
@@ -43,6 +44,7 @@ def serve(file: str | None, tool: list[str], state_dir: str | None, secret_file:
                                               body_timeout, send_timeout)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        preflight.http_files(remote)
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
                                    max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude)), remote))
 
@@ -59,6 +61,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     if level not in front.LEVELS:
         fail(f"--log-level must be one of {', '.join(front.LEVELS)} (got {level!r})", EXIT_USAGE)
     state = state_path(state_dir)
+    _check_paths(state_dir, secret_file)
     calls = positive(max_calls, "--max-calls", front.Options.max_calls)
     running_tasks = positive(max_tasks, "--max-tasks", front.Options.max_tasks)
     if (file is None) == (not tools):
@@ -90,6 +93,14 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         if not isinstance(exc, SecretFileError):
             raise
         fail(str(exc), EXIT_CONFIG)
+
+
+def _check_paths(state_dir: str | None, secret_file: str | None) -> None:
+    """The state directory and secret file the user named (option or variable), checked before serving."""
+    if (option := preflight.named(state_dir, "--state-dir", "MCPWRAP_STATE_DIR")) is not None:
+        preflight.writable_dir(state_path(state_dir), option)
+    if (option := preflight.named(secret_file, "--secret-file", "MCPWRAP_SECRET_FILE")) is not None:
+        preflight.secret_file(secret_path(secret_file), option)
 
 
 def inline_tools(specs: list[str]) -> str:
