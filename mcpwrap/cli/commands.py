@@ -117,8 +117,9 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("arg", "--arg -a", "A prompt argument (prompt arguments are strings); repeatable.", "NAME=VALUE", many=True),
         STATE_DIR, _opt("as_json", "--json", "Print the messages as `prompts/get` returns them."))),
     ("schema",): Command("Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML).", files.schema),
-    ("client-config",): Command("Print the JSON to paste into an MCP client's config: for this tools file, or for a "
-                                "remote `serve --http` (--url).", client_config.client_config, (
+    ("client-config",): Command("Print what an MCP client's config needs: the JSON to paste (the TOML table for "
+                                "codex, the `claude mcp add` command for claude-mcp-add), for this tools file, or "
+                                "for a remote `serve --http` (--url).", client_config.client_config, (
         Param("file", "The tools file (TOML); or, without it, --url.", metavar="[FILE]"),
         _opt("client", "--client -c", f"{', '.join(client_config.CLIENT_LAYOUTS[:-1])} or {client_config.CLIENT_LAYOUTS[-1]}.", "CLIENT", default="claude-desktop"),
         _opt("name", "--name", "The server's key in the config (default: the file's stem).", "NAME"),
