@@ -52,13 +52,13 @@ WHERE = (Param("where", "The tools file (optional: without it, every store under
          Param("task_id", "", metavar="TASK_ID", hidden=True))
 OUTPUT = _opt("output", "--output -o", "Write image/audio/binary content here (default: a temporary file named on stderr).", "PATH")
 
-GROUPS = {(): "Serve a TOML file of shell commands as an MCP server on stdio.",
+GROUPS = {(): "Serve a TOML file of shell commands as an MCP server, on stdio or over Streamable HTTP.",
           ("secret",): "The shared secret that signs requestState (modern confirmations) and task records.",
           ("tasks",): "List, show, fetch, cancel and collect durable tasks. Exit status: 0 ok; 1 the task failed, "
                       "was cancelled or its tool reported an error; 2 usage or unknown task id; 4 the task is "
                       "still running (`result` without --wait)."}
 COMMANDS: dict[tuple[str, ...], Command] = {
-    ("serve",): Command("Run the MCP server on stdio: MCP messages on stdout, logs on stderr.", serve.serve, (
+    ("serve",): Command("Run the MCP server: on stdio (MCP messages on stdout, logs on stderr), or over Streamable HTTP with --http.", serve.serve, (
         Param("file", "The tools file (TOML); or, without it, --tool options.", metavar="[FILE]"),
         _opt("tool", "--tool", "A tool with no file: NAME=COMMAND, the command split as a shell would, with "
              "placeholders {arg}, {arg:integer} (or number, boolean), {arg?} for an optional one; repeatable.",

@@ -7,6 +7,7 @@ front needs to give it (`serve.front`); the HTTP driver is imported only with --
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -38,6 +39,7 @@ def serve(file: str | None, tool: list[str], state_dir: str | None, secret_file:
                          or body_timeout or send_timeout):
         raise UsageError(HTTP_ONLY)
     if http is not None:
+        _need_hypercorn()
         from mcpwrap.serve import http as http_module
         try:
             remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
@@ -47,6 +49,23 @@ def serve(file: str | None, tool: list[str], state_dir: str | None, secret_file:
         preflight.http_files(remote)
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
                                    max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude)), remote))
+
+
+def _need_hypercorn() -> None:
+    """`--http` needs the http extra: without it, the command that adds it to this installation."""
+    try:
+        import hypercorn  # noqa: F401
+    except ImportError:
+        fail(f"--http needs hypercorn: {install_hint()}", EXIT_USAGE)
+
+
+def install_hint() -> str:
+    """How to add the http extra here: pipx installs (a venv with pipx's metadata) inject it, others pip-install it."""
+    prefix = Path(sys.prefix)
+    pipx_home = os.environ.get("PIPX_HOME")
+    if (prefix / "pipx_metadata.json").exists() or (pipx_home and prefix.parent == Path(pipx_home) / "venvs"):
+        return "pipx inject mcpwrap-cli hypercorn (or pipx install --force 'mcpwrap-cli[http]')"
+    return "pip install 'mcpwrap-cli[http]'"
 
 
 def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
