@@ -56,3 +56,21 @@ def test_the_readme_names_the_nodejs_the_suite_needs() -> None:
     section = readme[readme.index("Run the whole test suite"):readme.index("## A one-minute tour")]
     assert re.search(rf"Node\.js {re.escape(floor)} or later", section), section    # unchanged: "needs Node.js"
     assert "EBADENGINE" in section and inspector in section
+
+
+def test_inline_tools_take_a_description_and_print_as_a_file_check_accepts(tmp_path: Path) -> None:
+    # issue 28, item 15. Unchanged code: "No such option: --describe" (exit 2)
+    printed = subprocess.run(mcpwrap_cmd("serve", "--tool", "log=git log -n {n:integer} -- {path?}",
+                                         "--describe", "log=Recent commits", "--print-toml"),
+                             capture_output=True, text=True, timeout=HANG_S)
+    assert printed.returncode == 0, printed.stderr
+    assert 'description = "Recent commits"' in printed.stdout
+    draft = tmp_path / "tools.toml"
+    draft.write_text(printed.stdout)
+    checked = subprocess.run(mcpwrap_cmd("list", str(draft), "--json"), capture_output=True, text=True, timeout=HANG_S)
+    tools = json.loads(checked.stdout)["tools"]
+    assert [(t["name"], t["description"]) for t in tools] == [("log", "Recent commits")]
+    assert subprocess.run(mcpwrap_cmd("check", str(draft)), capture_output=True, timeout=HANG_S).returncode == 0
+    stray = subprocess.run(mcpwrap_cmd("serve", "--tool", "a=echo", "--describe", "b=x", "--print-toml"),
+                           capture_output=True, text=True, timeout=HANG_S)
+    assert stray.returncode == 2 and "--describe names no --tool: b" in stray.stderr

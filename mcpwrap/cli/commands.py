@@ -63,6 +63,9 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("tool", "--tool", "A tool with no file: NAME=COMMAND, the command split as a shell would, with "
              "placeholders {arg}, {arg:integer} (or number, boolean), {arg?} for an optional one; repeatable.",
              "NAME=COMMAND", many=True),
+        _opt("describe", "--describe", "The description a model reads for --tool NAME; repeatable.", "NAME=TEXT", many=True),
+        _opt("print_toml", "--print-toml", "Print the tools file the --tool and --describe options stand for (a "
+             "starting file: `mcpwrap check` accepts it) instead of serving."),
         STATE_DIR, SECRET_FILE,
         _opt("log_level", "--log-level", "What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL.", "LEVEL"),
         _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
