@@ -11,10 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcpwrap.cli.common import EXIT_CONFIG, EXIT_USAGE, UsageError, assignment, fail, load_tools, note, print_json
+from mcpwrap.cli.common import EXIT_USAGE, UsageError, assignment, fail, load_tools, note, print_json
 
-CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "cursor", "vscode")
-CLIENT_NAMES = {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "cursor": "Cursor", "vscode": "VS Code"}
+CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "claude-mcp-add", "cursor", "vscode", "windsurf", "zed", "codex",
+                  "gemini")
+CLIENT_NAMES = {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "claude-mcp-add": "Claude Code",
+                "cursor": "Cursor", "vscode": "VS Code", "windsurf": "Windsurf", "zed": "Zed", "codex": "Codex CLI",
+                "gemini": "Gemini CLI"}
+LOCAL_ONLY = ("claude-mcp-add", "windsurf", "zed", "codex", "gemini")   # written for a served FILE (stdio) only
+BARE_KEY = r"[A-Za-z0-9_-]+"                                           # a TOML key that needs no quotes
 REMOTE_TOKEN_ENV = "MCPWRAP_TOKEN"        # where clients that expand variables in headers find the token
 VSCODE_TOKEN_INPUT = "mcpwrap-token"
 HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -29,6 +34,9 @@ def client_config(file: str | None, client: str, name: str | None, env: list[str
     if pin_path:
         pinned["PATH"] = os.environ.get("PATH", os.defpath)
     if url is not None and file is None:
+        if client in LOCAL_ONLY:
+            raise UsageError(f"--client {client} is written for a served FILE only; for --url use "
+                             f"{', '.join(c for c in CLIENT_LAYOUTS if c not in LOCAL_ONLY)}")
         print_json(_remote_config(client, name or "mcpwrap", url, header, token_file, pinned))
         return
     if file is None or url is not None:
@@ -42,9 +50,41 @@ def client_config(file: str | None, client: str, name: str | None, env: list[str
     if pinned:
         entry["env"] = pinned
     key = name or path.stem
-    stdio = {"type": "stdio", **entry}
-    print_json({"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
-                "claude-code": {"mcpServers": {key: stdio}}, "vscode": {"servers": {key: stdio}}}[client])
+    if client == "codex":
+        sys.stdout.write(_codex_toml(key, entry))  # stdout-ok
+    elif client == "claude-mcp-add":
+        sys.stdout.write(_claude_mcp_add(key, entry) + "\n")  # stdout-ok
+    else:
+        stdio = {"type": "stdio", **entry}
+        print_json({"claude-desktop": {"mcpServers": {key: entry}}, "cursor": {"mcpServers": {key: entry}},
+                    "windsurf": {"mcpServers": {key: entry}}, "gemini": {"mcpServers": {key: entry}},
+                    "zed": {"context_servers": {key: entry}},
+                    "claude-code": {"mcpServers": {key: stdio}}, "vscode": {"servers": {key: stdio}}}[client])
+
+
+def _codex_toml(key: str, entry: dict[str, Any]) -> str:
+    """Codex CLI's `~/.codex/config.toml` table for a stdio server: `[mcp_servers.NAME]`, command, args, env."""
+    import re
+
+    import orjson
+
+    def string(text: str) -> str:
+        return orjson.dumps(text).decode()          # a JSON string is a TOML basic string
+
+    table = key if re.fullmatch(BARE_KEY, key) else string(key)
+    lines = [f"[mcp_servers.{table}]", f"command = {string(entry['command'])}",
+             f"args = [{', '.join(map(string, entry['args']))}]"]
+    if entry.get("env"):
+        lines.append("env = { " + ", ".join(f"{string(k)} = {string(v)}" for k, v in entry["env"].items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def _claude_mcp_add(key: str, entry: dict[str, Any]) -> str:
+    """The `claude mcp add` command that registers the server with Claude Code (options before the name)."""
+    import shlex
+
+    env = [word for k, v in entry.get("env", {}).items() for word in ("--env", f"{k}={v}")]
+    return shlex.join(["claude", "mcp", "add", "--transport", "stdio", *env, key, "--", entry["command"], *entry["args"]])
 
 
 def _self_command() -> tuple[str, list[str]]:
@@ -150,10 +190,6 @@ def _desktop_bridge(url: str, headers: dict[str, str], token: str | None, token_
 
 def _client_token(path: Path) -> str:
     """The newest (last) token of a token file, held to the server's rules: the user's own, mode 0600."""
-    from mcpwrap.serve import http
-    from mcpwrap.state import signing
+    from mcpwrap.cli import preflight
 
-    try:
-        return http.TokenFile(path).current()[-1].decode()
-    except (OSError, signing.SecretFileError) as exc:
-        fail(f"--token-file: {exc}", EXIT_CONFIG)
+    return preflight.token_file(path)[-1].decode()

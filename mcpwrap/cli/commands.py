@@ -52,17 +52,20 @@ WHERE = (Param("where", "The tools file (optional: without it, every store under
          Param("task_id", "", metavar="TASK_ID", hidden=True))
 OUTPUT = _opt("output", "--output -o", "Write image/audio/binary content here (default: a temporary file named on stderr).", "PATH")
 
-GROUPS = {(): "Serve a TOML file of shell commands as an MCP server on stdio.",
+GROUPS = {(): "Serve a TOML file of shell commands as an MCP server, on stdio or over Streamable HTTP.",
           ("secret",): "The shared secret that signs requestState (modern confirmations) and task records.",
           ("tasks",): "List, show, fetch, cancel and collect durable tasks. Exit status: 0 ok; 1 the task failed, "
                       "was cancelled or its tool reported an error; 2 usage or unknown task id; 4 the task is "
                       "still running (`result` without --wait)."}
 COMMANDS: dict[tuple[str, ...], Command] = {
-    ("serve",): Command("Run the MCP server on stdio: MCP messages on stdout, logs on stderr.", serve.serve, (
+    ("serve",): Command("Run the MCP server: on stdio (MCP messages on stdout, logs on stderr), or over Streamable HTTP with --http.", serve.serve, (
         Param("file", "The tools file (TOML); or, without it, --tool options.", metavar="[FILE]"),
         _opt("tool", "--tool", "A tool with no file: NAME=COMMAND, the command split as a shell would, with "
              "placeholders {arg}, {arg:integer} (or number, boolean), {arg?} for an optional one; repeatable.",
              "NAME=COMMAND", many=True),
+        _opt("describe", "--describe", "The description a model reads for --tool NAME; repeatable.", "NAME=TEXT", many=True),
+        _opt("print_toml", "--print-toml", "Print the tools file the --tool and --describe options stand for (a "
+             "starting file: `mcpwrap check` accepts it) instead of serving."),
         STATE_DIR, SECRET_FILE,
         _opt("log_level", "--log-level", "What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL.", "LEVEL"),
         _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
@@ -117,8 +120,9 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("arg", "--arg -a", "A prompt argument (prompt arguments are strings); repeatable.", "NAME=VALUE", many=True),
         STATE_DIR, _opt("as_json", "--json", "Print the messages as `prompts/get` returns them."))),
     ("schema",): Command("Print the JSON Schema of the tools-file format (for editors: taplo, Even Better TOML).", files.schema),
-    ("client-config",): Command("Print the JSON to paste into an MCP client's config: for this tools file, or for a "
-                                "remote `serve --http` (--url).", client_config.client_config, (
+    ("client-config",): Command("Print what an MCP client's config needs: the JSON to paste (the TOML table for "
+                                "codex, the `claude mcp add` command for claude-mcp-add), for this tools file, or "
+                                "for a remote `serve --http` (--url).", client_config.client_config, (
         Param("file", "The tools file (TOML); or, without it, --url.", metavar="[FILE]"),
         _opt("client", "--client -c", f"{', '.join(client_config.CLIENT_LAYOUTS[:-1])} or {client_config.CLIENT_LAYOUTS[-1]}.", "CLIENT", default="claude-desktop"),
         _opt("name", "--name", "The server's key in the config (default: the file's stem).", "NAME"),

@@ -33,7 +33,7 @@ def build_app() -> Any:
     @apps[()].callback()
     def common(show_version: bool = typer.Option(False, "--version", callback=version, is_eager=True,
                                                  help=TOP_OPTIONS[0][1])) -> None:
-        """Serve a TOML file of shell commands as an MCP server on stdio."""
+        """Serve a TOML file of shell commands as an MCP server, on stdio or over Streamable HTTP."""
 
     for path, command in COMMANDS.items():
         params = []

@@ -5,8 +5,8 @@ Start-up time is the product (an MCP host starts `serve` for every session, and 
 on `call`), so nothing heavy is imported at the top of any module of `cli/`: not typer (with
 pydantic), not jsonschema, not platformdirs; each verb imports what it needs when it runs, and
 typer only for shell completion (`completion`). Exit status: 0 ok, 1 the tool reported an error
-(or the user declined), 2 usage, 3 the tools file or the secret file, 4 a task still running;
-128 + 2 on Ctrl-C.
+(or the user declined), 2 usage, 3 the tools file, the secret file, or another file or directory an
+option names (`preflight`), 4 a task still running; 128 + 2 on Ctrl-C.
 """
 
 from __future__ import annotations

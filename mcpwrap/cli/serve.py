@@ -7,11 +7,14 @@ front needs to give it (`serve.front`); the HTTP driver is imported only with --
 from __future__ import annotations
 
 import gc
+import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, fail, load_tools, note, option_value, positive,
+from mcpwrap.cli import preflight
+from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, assignment, fail, load_tools, note, option_value, positive,
                                 secret_path, state_path)
 
 HTTP_ONLY = ("--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile, --keyfile, --body-timeout "
@@ -21,7 +24,7 @@ INLINE_PLACEHOLDER = r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?(\?)?\}"
 INLINE_TYPES = ("string", "integer", "number", "boolean")
 
 
-def serve(file: str | None, tool: list[str], state_dir: str | None, secret_file: str | None, log_level: str | None,
+def serve(file: str | None, tool: list[str], describe: list[str], print_toml: bool, state_dir: str | None, secret_file: str | None, log_level: str | None,
           max_calls: str | None, max_tasks: str | None, watch: bool, read_only: bool, only: list[str],
           exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
           insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None,
@@ -32,24 +35,52 @@ def serve(file: str | None, tool: list[str], state_dir: str | None, secret_file:
     def names(values: list[str]) -> frozenset[str]:
         return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
 
+    if print_toml:
+        if file is not None or not tool:
+            raise UsageError("--print-toml prints the tools file that --tool options stand for: give --tool, no FILE")
+        sys.stdout.write(inline_tools(tool, describe))  # stdout-ok: it prints a file, it serves nothing
+        raise SystemExit(0)
+    if describe and not tool:
+        raise UsageError("--describe NAME=TEXT describes a --tool NAME")
     remote = None
     if http is None and (token_file or allowed_origin or insecure_no_auth or rate or certfile or keyfile
                          or body_timeout or send_timeout):
         raise UsageError(HTTP_ONLY)
     if http is not None:
+        _need_hypercorn()
         from mcpwrap.serve import http as http_module
         try:
             remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
                                               body_timeout, send_timeout)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        preflight.http_files(remote)
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
-                                   max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude)), remote))
+                                   max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude)), remote,
+                                   describe))
+
+
+def _need_hypercorn() -> None:
+    """`--http` needs the http extra: without it, the command that adds it to this installation."""
+    try:
+        import hypercorn  # noqa: F401
+    except ImportError:
+        fail(f"--http needs hypercorn: {install_hint()}", EXIT_USAGE)
+
+
+def install_hint() -> str:
+    """How to add the http extra here: pipx installs (a venv with pipx's metadata) inject it, others pip-install it."""
+    prefix = Path(sys.prefix)
+    pipx_home = os.environ.get("PIPX_HOME")
+    if (prefix / "pipx_metadata.json").exists() or (pipx_home and prefix.parent == Path(pipx_home) / "venvs"):
+        return "pipx inject mcpwrap-cli hypercorn (or pipx install --force 'mcpwrap-cli[http]')"
+    return "pip install 'mcpwrap-cli[http]'"
 
 
 def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
-                  tools: list[str] | None = None, toolset: Any = None, remote: Any = None) -> int:
+                  tools: list[str] | None = None, toolset: Any = None, remote: Any = None,
+                  describe: list[str] | None = None) -> int:
     """Serve `file` (or the inline `tools`) on stdio, or over HTTP with `remote`; the exit status."""
     gc.disable()        # until `front.prepare` freezes them: the imports, the tools file and the core live as long
     from mcpwrap.config.model import Toolset
@@ -59,6 +90,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     if level not in front.LEVELS:
         fail(f"--log-level must be one of {', '.join(front.LEVELS)} (got {level!r})", EXIT_USAGE)
     state = state_path(state_dir)
+    _check_paths(state_dir, secret_file)
     calls = positive(max_calls, "--max-calls", front.Options.max_calls)
     running_tasks = positive(max_tasks, "--max-tasks", front.Options.max_tasks)
     if (file is None) == (not tools):
@@ -70,7 +102,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         toolset=toolset)
 
     config = (load_tools(file, state / "validated") if file is not None
-              else _loads_inline(inline_tools(tools or [])))
+              else _loads_inline(inline_tools(tools or [], describe or [])))
     if unknown := toolset.unknown(config):
         raise UsageError(f"--only/--exclude name tools {config.path} does not define: {', '.join(unknown)}")
     config = toolset.apply(config)
@@ -92,8 +124,17 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         fail(str(exc), EXIT_CONFIG)
 
 
-def inline_tools(specs: list[str]) -> str:
-    """The tools file that `--tool NAME=COMMAND` options stand for, as TOML text.
+def _check_paths(state_dir: str | None, secret_file: str | None) -> None:
+    """The state directory and secret file the user named (option or variable), checked before serving."""
+    if (option := preflight.named(state_dir, "--state-dir", "MCPWRAP_STATE_DIR")) is not None:
+        preflight.writable_dir(state_path(state_dir), option)
+    if (option := preflight.named(secret_file, "--secret-file", "MCPWRAP_SECRET_FILE")) is not None:
+        preflight.secret_file(secret_path(secret_file), option)
+
+
+def inline_tools(specs: list[str], describe: Sequence[str] = ()) -> str:
+    """The tools file that `--tool NAME=COMMAND` options (each described by a `--describe NAME=TEXT`) stand
+    for, as TOML text: what `--print-toml` prints, and `mcpwrap check` accepts.
 
     COMMAND is split into words as a shell would (quotes, no expansion, no shell at run time);
     a placeholder may say its type and whether it is optional: {path}, {n:integer}, {since?}.
@@ -107,6 +148,9 @@ def inline_tools(specs: list[str]) -> str:
     def quoted(text: str) -> str:
         return orjson.dumps(text).decode()         # a JSON string is a TOML basic string
 
+    descriptions = dict(assignment("--describe", text) for text in describe)
+    if unknown := set(descriptions) - {spec.partition("=")[0] for spec in specs}:
+        fail(f"--describe names no --tool: {', '.join(sorted(unknown))}", EXIT_USAGE)
     blocks = []
     for spec in specs:
         name, eq, command = spec.partition("=")
@@ -126,7 +170,8 @@ def inline_tools(specs: list[str]) -> str:
             return "{" + match[1] + "}"
 
         argv = [re.sub(INLINE_PLACEHOLDER, declare, word) for word in words]
-        blocks.append("\n".join([f"[tools.{quoted(name)}]", f"command = {orjson.dumps(argv).decode()}", *(
+        about = [f"description = {quoted(descriptions[name])}"] if name in descriptions else []
+        blocks.append("\n".join([f"[tools.{quoted(name)}]", *about, f"command = {orjson.dumps(argv).decode()}", *(
             f"args.{arg} = {{ type = {quoted(kind)}{', optional = true' if optional else ''} }}"
             for arg, (kind, optional) in args.items())]))
     return "\n\n".join(['[server]\nname = "mcpwrap"', *blocks]) + "\n"
