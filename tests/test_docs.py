@@ -241,3 +241,136 @@ def test_readme_points_at_files_that_exist() -> None:
     for relative in ("man/mcpwrap.1", "man/mcpwrap-tools.5", "bench/bench.py", "bench/README.md", "examples/", "LICENSE"):
         assert relative in readme
         assert (ROOT / relative).exists(), relative
+
+
+# --- what the examples print ----------------------------------------------------------------
+def matches_shown(shown: list[str], printed: list[str]) -> bool:
+    """Whether `printed` is what `shown` shows: line for line, where a line that is only "..."
+    stands for any number of lines and "..." inside a line for any text."""
+    if not shown:
+        return not printed
+    if shown[0] == "...":
+        return any(matches_shown(shown[1:], printed[i:]) for i in range(len(printed) + 1))
+    pattern = ".*".join(re.escape(part) for part in shown[0].split("..."))
+    return bool(printed) and re.fullmatch(pattern, printed[0]) is not None and matches_shown(shown[1:], printed[1:])
+
+
+def console_session(text: str) -> list[tuple[str, list[str]]]:
+    """(command, the lines shown after it) for each `$ command` of a console block."""
+    session: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if line.startswith("$ "):
+            session.append((line[2:], []))
+        elif session:
+            session[-1][1].append(line)
+    return session
+
+
+def run_shown(command: str, cwd: Path, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """A documented `mcpwrap ...` command line, run with this tree's mcpwrap in `cwd`."""
+    words = shlex.split(command)
+    assert words[0] == "mcpwrap", command
+    return subprocess.run([sys.executable, "-m", "mcpwrap", *words[1:]], capture_output=True, text=True,
+                          timeout=60, cwd=cwd, input=stdin,
+                          env={**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200", **env})
+
+
+def test_readme_tour_prints_what_it_shows(tmp_path: Path) -> None:
+    section = README.read_text().split("\n## A one-minute tour\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0]
+    session = console_session(block)
+    assert [c.split()[1] for c, _ in session] == ["init", "check", "list", "call"]
+    env = {"MCPWRAP_STATE_DIR": str(tmp_path / "state")}
+    for command, shown in session:
+        done = run_shown(command, tmp_path, env)
+        assert done.returncode == 0, (command, done.stderr)
+        assert matches_shown(shown, done.stdout.splitlines()), f"$ {command}\nshown:\n" + "\n".join(shown) + \
+            "\nprinted:\n" + done.stdout
+
+
+def man_section(page: Path, title: str) -> str:
+    return page.read_text().split(f"\n.SH {title}\n", 1)[1].split("\n.SH ", 1)[0]
+
+
+def test_man_page_examples_run(tmp_path: Path) -> None:
+    """Every command of mcpwrap(1)'s EXAMPLES runs, in order, in one directory; a task id shown
+    there stands for the id of a task the test starts."""
+    commands = [plain_roff(line) for block in re.findall(r"^\.EX\n(.*?)^\.EE",
+                                                          man_section(MAN_PAGES[0], "EXAMPLES"), re.S | re.M)
+                for line in block.splitlines()]
+    assert len(commands) >= 8
+    env = {"MCPWRAP_STATE_DIR": str(tmp_path / "state")}
+    (tmp_path / "old.log").write_text("old\n")
+    for command in commands:
+        if shown_id := re.search(r"\btasks \w+ tools.toml ([A-Za-z0-9_-]{22})\b", command):
+            steps = 100 if " cancel " in command else 1           # one to cancel is still working
+            started = run_shown(f"mcpwrap call tools.toml slow_count --arg n={steps} --task --no-wait", tmp_path, env)
+            assert started.returncode == 0, started.stderr
+            command = command.replace(shown_id[1], started.stdout.strip())
+        done = run_shown(command, tmp_path, env)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    assert not (tmp_path / "old.log").exists()
+
+
+def test_man_page_diagnostics_are_what_check_prints(tmp_path: Path) -> None:
+    """mcpwrap(1)'s DIAGNOSTICS show two `check` lines: a misspelt type in the starter file's greet,
+    and a misspelt key; `check` prints them so."""
+    shown = [plain_roff(line) for line in re.findall(r"^\.EX\n(.*?)^\.EE", man_section(MAN_PAGES[0], "DIAGNOSTICS"),
+                                                     re.S | re.M)[0].splitlines()]
+    assert run_shown("mcpwrap init tools.toml", tmp_path, {}).returncode == 0
+    tools = tmp_path / "tools.toml"
+    tools.write_text(tools.read_text().replace('args.name = { type = "string"', 'args.name = { type = "strng"'))
+    misspelt = tmp_path / "misspelt.toml"
+    misspelt.write_text('[server]\nname = "x"\n\n[tools.a]\ncommand = ["true"]\ndescripton = "x"\n')
+    printed = [run_shown(f"mcpwrap check {f.name}", tmp_path, {}).stderr.strip() for f in (tools, misspelt)]
+    assert printed == [shown[0], shown[1].replace("tools.toml", "misspelt.toml", 1)]
+
+
+def test_the_waiting_room_per_slot_is_stated_as_the_code_has_it() -> None:
+    from mcpwrap.serve.front import Options
+    from mcpwrap.serve.stdio import QUEUED_PER_SLOT
+
+    default = Options.__dataclass_fields__["max_calls"].default
+    said = {"serve --help": re.search(r"up to (\d+) times as many wait", run_mcpwrap("serve", "--help").stdout),
+            "mcpwrap(1)": re.search(r"Up to (\d+) times as many more wait", MAN_PAGES[0].read_text())}
+    assert {where: m and int(m[1]) for where, m in said.items()} == dict.fromkeys(said, QUEUED_PER_SLOT)
+    waiting = re.search(r"the ([\d,]+) that may wait at the default", MAN_PAGES[0].read_text())
+    assert waiting and int(waiting[1].replace(",", "")) == default * QUEUED_PER_SLOT
+
+
+def documented_tools_files() -> list[tuple[str, str]]:
+    """(where, text) of each tools file the documentation shows or ships."""
+    text = MAN_PAGES[1].read_text()
+    found = [(f"mcpwrap-tools(5) example {i}", plain_roff(b)) for i, b in
+             enumerate(re.findall(r"^\.EX\n(.*?)^\.EE", text, re.S | re.M)) if b.startswith("[")]
+    found += [(f"README toml block {i}", b) for i, b in enumerate(re.findall(r"```toml\n(.*?)```", README.read_text(), re.S))]
+    return found + [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "examples").glob("*.toml"))]
+
+
+def test_no_documented_command_passes_an_option_value_as_its_own_element() -> None:
+    """mcpwrap-tools(5)'s recipe: attach an option's value ("-e{pattern}"), never "-e", "{pattern}".
+    An option takes a value when the documentation attaches one to it anywhere ("-e{...}", "--unit={...}")."""
+    import tomllib
+
+    commands = [(where, name, tool.get("command", [])) for where, text in documented_tools_files()
+                for name, tool in tomllib.loads(text).get("tools", {}).items()]
+    takes_value = {m[1] for _, _, command in commands for e in command if isinstance(e, str)
+                   and (m := re.match(r"^(-\w|--[\w-]+)=?\{", e))}
+    assert "-e" in takes_value
+    offending = []
+    for where, name, command in commands:
+        elements = [e for e in command if isinstance(e, str)]
+        for before, element in zip(elements, elements[1:]):
+            if before == "--":
+                break
+            if before in takes_value and element.startswith("{"):
+                offending.append(f"{where}: {name}: {before!r}, {element!r}")
+    assert not offending, offending
+
+
+def test_man_page_names_every_top_level_table() -> None:
+    schema = json.loads(run_mcpwrap("schema").stdout)
+    assert schema["additionalProperties"] is False
+    description = plain_roff(man_section(MAN_PAGES[1], "DESCRIPTION").split("\n.PP\n", 1)[0])
+    missing = [key for key in schema["properties"] if f"[{key}" not in description]
+    assert not missing, f"mcpwrap-tools(5)'s DESCRIPTION does not name the top-level tables {missing}"

@@ -68,7 +68,7 @@ COMMANDS: dict[tuple[str, ...], Command] = {
              "starting file: `mcpwrap check` accepts it) instead of serving."),
         STATE_DIR, SECRET_FILE,
         _opt("log_level", "--log-level", "What mcpwrap itself logs on stderr: debug (also every message in and out, and tool stderr), info (default), warning, error; env MCPWRAP_LOG_LEVEL.", "LEVEL"),
-        _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 16 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
+        _opt("max_calls", "--max-calls", "Tool calls running at once (default 64); up to 64 times as many wait for a slot, more are refused; env MCPWRAP_MAX_CALLS.", "N"),
         _opt("max_tasks", "--max-tasks", "Durable tasks running at once (default 16); past it, task creation is refused; env MCPWRAP_MAX_TASKS.", "N"),
         _opt("watch", "--watch", "Reload the tools file when it changes (--no-watch: do not).", default=True, off="--no-watch"),
         _opt("read_only", "--read-only", "Serve only the tools annotated readOnlyHint = true."),

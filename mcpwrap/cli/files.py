@@ -9,13 +9,6 @@ from typing import Any
 
 from mcpwrap.cli.common import EXIT_CONFIG, EXIT_USAGE, colour, fail, load_tools, secret_path
 
-# `init --from-help`: GNU-style help lines. An option: "  -x, --name[=VALUE]  text"; a subcommand
-# (git's form): "   name     text". Good enough to draft; the author edits what it drafts.
-HELP_OPTION = r"^\s{1,12}(?:-[A-Za-z0-9?],\s+)?--([A-Za-z0-9][A-Za-z0-9-]*)(\[?=[<A-Za-z][\w<>.-]*\]?| <[\w-]+>)?(?:,\s*--[\w-]+)*\s{2,}(\S.*)$"
-HELP_SUBCOMMAND = r"^\s{2,4}([a-z][a-z0-9-]*)\s{2,}([A-Z]\S.*)$"
-HELP_NUMBERS = {"N", "NUM", "NUMBER", "COUNT", "LEVEL"}
-OPERANDS = 'args.operands = { type = "array", items = { type = "string" }, optional = true }'
-
 
 def init(file: str, force: bool, from_help: str | None) -> None:
     """Write the starter tools file, or a draft from `from_help --help` that is written only if it checks."""
@@ -30,78 +23,13 @@ def init(file: str, force: bool, from_help: str | None) -> None:
         write_private(path, files("mcpwrap.config").joinpath("starter.toml").read_bytes())
         print(f"wrote {path}; next: mcpwrap check {path} && mcpwrap call {path} greet --arg name=you")  # stdout-ok
         return
+    from mcpwrap.cli.draft import draft_from_help
+
     text = draft_from_help(from_help)
     config = _loads_draft(text, path)
     write_private(path, text.encode())
     print(f"wrote {path}: {len(config.tools)} tool(s) drafted from `{from_help} --help` (check: ok); "  # stdout-ok
           f"read it and keep what a model may run, then: mcpwrap list {path}")
-
-
-def draft_from_help(program: str) -> str:
-    """A tools file drafted from `PROGRAM --help`: a tool per subcommand (operands only), or one tool
-    whose arguments are the program's long options (a flag, or a value attached with "=")."""
-    import re
-    import subprocess
-
-    try:
-        done = subprocess.run([program, "--help"], capture_output=True, text=True, errors="replace", timeout=30,
-                              stdin=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C", "PAGER": "cat", "MANPAGER": "cat"})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        fail(f"cannot run `{program} --help`: {exc}", EXIT_USAGE)
-    lines = (done.stdout or done.stderr).splitlines()
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(program).name)
-    head = [f"# Drafted by `mcpwrap init --from-help {program}`: read every tool, keep what a model may run,",
-            "# and give the arguments better descriptions. Operands may not start with \"-\" (see mcpwrap-tools(5)).",
-            "[server]", f"name = {_quoted(name)}", ""]
-    subcommands = [m for m in (re.match(HELP_SUBCOMMAND, line) for line in lines) if m]
-    if len(subcommands) >= 3 and re.search(r"command", " ".join(lines[:8]), re.I):   # "usage: git ... <command>"
-        return "\n".join(head + _subcommand_tools(program, name, subcommands))
-    return "\n".join(head + _option_tool(program, name, lines))
-
-
-def _quoted(text: str) -> str:
-    """`text` as a TOML basic string (a JSON string is one)."""
-    import orjson
-
-    return orjson.dumps(text).decode()
-
-
-def _subcommand_tools(program: str, name: str, subcommands: list[Any]) -> list[str]:
-    """The TOML lines of a tool per subcommand (the first match of each name), taking operands only."""
-    import orjson
-
-    lines = []
-    for m in {m[1]: m for m in subcommands}.values():
-        lines += [f"[tools.{_quoted(f'{name}_{m[1]}')}]", f"description = {_quoted(m[2])}",
-                  f"command = {orjson.dumps([program, m[1], '{operands}']).decode()}", OPERANDS, ""]
-    return lines
-
-
-def _option_tool(program: str, name: str, lines: list[str]) -> list[str]:
-    """The TOML lines of one tool whose arguments are the program's long options, then its operands."""
-    import re
-
-    import orjson
-
-    args: dict[str, str] = {}
-    elements = [program]
-    for m in (re.match(HELP_OPTION, line) for line in lines):
-        arg = m[1].replace("-", "_") if m else ""
-        arg = "opt_" + arg if arg[:1].isdigit() or arg == "operands" else arg
-        if not m or m[1] in ("help", "version", "usage") or arg in args or len(arg) > 64:
-            continue
-        if m[2] is None:
-            args[arg] = f"{{ type = \"boolean\", flag = {_quoted('--' + m[1])}, default = false, description = {_quoted(m[3])} }}"
-            elements.append("{" + arg + "}")
-        else:
-            kind = "integer" if m[2].strip("[]=<> ").upper() in HELP_NUMBERS else "string"
-            args[arg] = f"{{ type = \"{kind}\", optional = true, description = {_quoted(m[3])} }}"
-            elements.append(f"--{m[1]}={{{arg}}}")
-    elements += ["--", "{operands}"]
-    description = next((line.strip() for line in lines[1:4] if line.strip() and not line.startswith(" ")), "")
-    return [f"[tools.{_quoted(name)}]", f"description = {_quoted(description)}",
-            f"command = {orjson.dumps(elements).decode()}", OPERANDS,
-            *(f"args.{arg} = {spec}" for arg, spec in args.items()), ""]
 
 
 def _loads_draft(text: str, path: Path) -> Any:
