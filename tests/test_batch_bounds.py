@@ -19,7 +19,7 @@ from mcpwrap.protocol.core import BATCH_BYTES, BATCH_ITEMS, BatchBudget, Core
 from mcpwrap.result import Resource, Text, ToolResult
 from tests.harness import Server
 from tests.httpharness import HttpServer
-from tests.test_core import KEYRING, Ledger, feed, init, make_core, request, sent
+from tests.test_core import KEYRING, feed, init, make_core, request, sent
 
 MiB = 1024 * 1024
 BIG_TOOLS = """
@@ -68,7 +68,7 @@ def test_every_kind_of_batch_answer_is_measured(tmp_path: Path) -> None:
     tools = tmp_path / "tools.toml"
     tools.write_text('[tools.echo]\ncommand = ["echo", "{msg}"]\nargs.msg = { type = "string" }\n'
                      '[resources.status]\nuri = "svc://status"\ncommand = ["echo", "ok"]\n')
-    core = Core(config.load(tools), lambda: KEYRING, lambda: 1000.0, Ledger().consume,
+    core = Core(config.load(tools), lambda: KEYRING, lambda: 1000.0,
                 budget=BatchBudget(per_batch=1500, total=10 * MiB))
     init(core, "2025-03-26")
     batch = [request(1, "tools/call", {"name": "echo", "arguments": {"msg": "m"}}),

@@ -121,7 +121,8 @@ NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
     "trio", "mcpwrap.serve.stdio", "mcpwrap.run.process", "mcpwrap.run.contain", "mcpwrap.run.confine",
     "mcpwrap.run.output", "mcpwrap.run.worker", "mcpwrap.state.signing", "mcpwrap.protocol.sealing",
     "mcpwrap.result", "mcpwrap.run.spool", "mcpwrap.protocol.pages",
-    "mcpwrap.run.argv", "mcpwrap.run.arguments", "mcpwrap.protocol.asking", "mcpwrap.protocol.tasking",
+    "mcpwrap.protocol.argv", "mcpwrap.protocol.arguments", "mcpwrap.run.arguments", "mcpwrap.protocol.asking",
+    "mcpwrap.protocol.tasking",
     "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts", "mcpwrap.protocol.calls", "mcpwrap.protocol.content",
     "mcpwrap.protocol.task_requests"}
 

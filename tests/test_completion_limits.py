@@ -21,7 +21,7 @@ from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.prompts import COMPLETION_TTL_S, COMPLETION_WAITERS
 from mcpwrap.protocol.tools import ProtocolError
 from tests.harness import Server, until
-from tests.test_core import KEYRING, Ledger, feed, request, sent
+from tests.test_core import KEYRING, feed, request, sent
 
 WORD = "abcdefghijklmnopqrstuvwxyz" * 2
 CANDIDATES = [WORD[:10], WORD[:30], WORD[:52], "b"]
@@ -46,7 +46,7 @@ def make(tmp_path: Path) -> tuple[Core, list[float]]:
     path = tmp_path / "tools.toml"
     path.write_text(TOOLS.replace("SCRIPT", "true"))
     now = [1000.0]
-    return Core(config.load(path), lambda: KEYRING, lambda: now[0], Ledger().consume), now
+    return Core(config.load(path), lambda: KEYRING, lambda: now[0]), now
 
 
 def init(core: Core) -> None:

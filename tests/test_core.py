@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from mcpwrap.config import load as config
 from mcpwrap.protocol import jsonrpc, sealing
 from mcpwrap.state import signing
-from mcpwrap.protocol.actions import CancelCall, CancelTimer, Send, StartCall, StartTimer, Stderr, TaskOp
+from mcpwrap.protocol.actions import (CancelCall, CancelTimer, Once, ResolvePaths, Send, StartCall, StartTimer, Stderr,
+                                      TaskOp)
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
 from mcpwrap.protocol.tasking import TaskRecord
@@ -51,24 +52,36 @@ class Ledger:
     """An in-memory NonceLedger: the nonces consumed, in order."""
 
     def __init__(self) -> None:
-        self.used: list[tuple[str, float]] = []
+        self.used: list[Once] = []
 
     def consume(self, nonce: str, expires_at: float, now: float) -> bool:
         assert expires_at > now
         if any(nonce == seen for seen, _ in self.used):
             return False
-        self.used.append((nonce, expires_at))
+        self.used.append(Once(nonce, expires_at))
         return True
 
 
 def make_core(now: float = 1000.0, **kwargs: Any) -> Core:
     cfg = config.loads(TOOLS, Path("/tmp/core.toml"))
     clock = {"now": now}
-    ledger = Ledger()
-    core = Core(cfg, lambda: KEYRING, lambda: clock["now"], ledger.consume, **kwargs)
+    core = Core(cfg, lambda: KEYRING, lambda: clock["now"], **kwargs)
     core.test_clock = clock  # type: ignore[attr-defined]
-    core.test_ledger = ledger  # type: ignore[attr-defined]
     return core
+
+
+def spend(core: Core, actions: list[Any], ledger: Ledger | OSError) -> list[Any]:
+    """As a driver does just before a start: a StartCall (or task create) that carries a requestState's
+    nonce starts only on the nonce's first use, else the core is told and answers in its place."""
+    out: list[Any] = []
+    for action in actions:
+        once = action.once if isinstance(action, (StartCall, TaskOp)) else None
+        if once is None:
+            out.append(action)
+            continue
+        first = ledger if isinstance(ledger, OSError) else ledger.consume(once.nonce, once.expires_at, 1000.0)
+        out += [action] if first is True else core.once_refused(action.ctx, first)
+    return out
 
 
 def feed(core: Core, message: dict[str, Any] | bytes) -> list[Any]:
@@ -283,7 +296,7 @@ def _accept(core: Core, params: dict[str, Any], state: str, id: int) -> list[Any
 
 
 def test_an_accepted_request_state_runs_once() -> None:
-    core = make_core()
+    core, ledger = make_core(), Ledger()
     params = {"_meta": modern_meta({"elicitation": {}}), "name": "deploy", "arguments": {"target": "prod"}}
     state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
     # Retries that only ask again or are refused do not use the state up.
@@ -292,37 +305,42 @@ def test_an_accepted_request_state_runs_once() -> None:
     declined = feed(core, request(3, "tools/call", {**params, "requestState": state,
                                                     "inputResponses": {"confirm": {"action": "decline"}}}))
     assert not any(isinstance(a, StartCall) for a in declined)
-    assert core.test_ledger.used == []  # type: ignore[attr-defined]
-    assert isinstance(_accept(core, params, state, 4)[0], StartCall)
+    accepted = _accept(core, params, state, 4)
+    assert isinstance(accepted[0], StartCall) and accepted[0].once is not None
+    assert spend(core, accepted, ledger) == accepted
     for replay_id in (5, 6):
-        replay = _accept(core, params, state, replay_id)
+        replay = spend(core, _accept(core, params, state, replay_id), ledger)
         assert not any(isinstance(a, StartCall) for a in replay)
         assert sent(replay) == [{"jsonrpc": "2.0", "id": replay_id,
                                  "error": {"code": -32602, "message": "invalid or expired requestState"}}]
         assert any("already used" in a.text for a in replay if isinstance(a, Stderr))
-    assert [exp for _, exp in core.test_ledger.used] == [1000.0 + sealing.DEFAULT_STATE_TTL_S]  # type: ignore[attr-defined]
+        assert replay_id not in core.inflight
+    assert [exp for _, exp in ledger.used] == [1000.0 + sealing.DEFAULT_STATE_TTL_S]
+
+
+def test_a_fresh_call_carries_no_nonce() -> None:
+    core = make_core()
+    start = feed(core, request(1, "tools/call", {"_meta": modern_meta(), "name": "echo", "arguments": {"msg": "x"}}))
+    assert isinstance(start[0], StartCall) and start[0].once is None
 
 
 def test_an_accepted_request_state_creates_one_task() -> None:
-    core = make_core()
+    core, ledger = make_core(), Ledger()
     cfg = config.loads(TOOLS.replace(b'[tools.job]', b'[tools.job]\nconfirm = "go?"'), Path("/tmp/core.toml"))
     core.config = cfg
     caps = {"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}}
     params = {"_meta": modern_meta(caps), "name": "job", "arguments": {"n": 1}}
     state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
-    assert [a.op for a in _accept(core, params, state, 2) if isinstance(a, TaskOp)] == ["create"]
-    replay = _accept(core, params, state, 3)
+    assert [a.op for a in spend(core, _accept(core, params, state, 2), ledger) if isinstance(a, TaskOp)] == ["create"]
+    replay = spend(core, _accept(core, params, state, 3), ledger)
     assert not any(isinstance(a, TaskOp) for a in replay) and sent(replay)[0]["error"]["code"] == -32602
 
 
 def test_an_unusable_ledger_runs_nothing() -> None:
-    def broken(nonce: str, expires_at: float, now: float) -> bool:
-        raise signing.LedgerError("nonce ledger /x/nonces is unsafe")
     core = make_core()
-    core.consume_once = broken
     params = {"_meta": modern_meta({"elicitation": {}}), "name": "deploy", "arguments": {"target": "prod"}}
     state = sent(feed(core, request(1, "tools/call", params)))[0]["result"]["requestState"]
-    actions = _accept(core, params, state, 2)
+    actions = spend(core, _accept(core, params, state, 2), signing.LedgerError("nonce ledger /x/nonces is unsafe"))
     assert not any(isinstance(a, StartCall) for a in actions)
     assert sent(actions)[0]["error"]["code"] == -32603 and "nothing ran" in sent(actions)[0]["error"]["message"]
     assert any("/x/nonces" in a.text for a in actions if isinstance(a, Stderr))
@@ -498,3 +516,44 @@ def test_the_table_serves_a_method_only_where_the_revision_and_its_extensions_ha
     declared = feed(core, request(4, "tasks/get", {"taskId": "t", "_meta": modern_meta(
         {"extensions": {TASKS_EXTENSION: {}}})}))
     assert [type(a) for a in declared] == [TaskOp] and declared[0].op == "get"
+
+
+PATHS = b"""
+[tools.read]
+command = ["cat", "--", "{path}"]
+confirm = "Read {path}?"
+args.path = { type = "string", format = "path", within = ["{cwd}/data"], default = "notes" }
+"""
+
+
+def test_path_arguments_are_resolved_by_the_driver_before_anything_is_asked() -> None:
+    """The core reads no filesystem: it hands the call's paths (defaults filled in) to the driver and
+    decides on what comes back; a refused path is never confirmed, an accepted one runs as resolved."""
+    core = make_core()
+    core.config = config.loads(PATHS, Path("/tmp/paths.toml"))
+    init(core, "2025-03-26")
+    actions = feed(core, request(1, "tools/call", {"name": "read", "arguments": {}}))
+    assert [type(a) for a in actions] == [ResolvePaths] and actions[0].arguments == {"path": "notes"}
+    refused = sent(core.paths_resolved(actions[0].ctx, ({"path": "/etc"}, ["path: 'notes' resolves to /etc"])))
+    assert refused[0]["error"]["code"] == -32602 and "resolves to /etc" in refused[0]["error"]["message"]
+    assert 1 not in core.inflight and not core.resolving
+    core = make_core()
+    core.config = config.loads(PATHS, Path("/tmp/paths.toml"))
+    params = {"_meta": modern_meta({"elicitation": {}}), "name": "read", "arguments": {"path": "n"}}
+    first = feed(core, request(2, "tools/call", params))
+    asked = sent(core.paths_resolved(first[0].ctx, ({"path": "/tmp/data/n"}, [])))[0]["result"]
+    assert asked["resultType"] == "input_required" and asked["inputRequests"]["confirm"]["params"]["message"] == "Read n?"
+    retry = feed(core, request(3, "tools/call", {**params, "requestState": asked["requestState"],
+                                                 "inputResponses": {"confirm": {"action": "accept"}}}))
+    assert [type(a) for a in retry] == [ResolvePaths]      # resolved again for the run, just before it starts
+    start = core.paths_resolved(retry[0].ctx, ({"path": "/tmp/data/n"}, []))
+    assert isinstance(start[0], StartCall) and start[0].arguments == {"path": "/tmp/data/n"} and start[0].once
+
+
+def test_a_call_cancelled_while_its_paths_are_resolved_is_forgotten() -> None:
+    core = make_core()
+    core.config = config.loads(PATHS, Path("/tmp/paths.toml"))
+    init(core, "2025-03-26")
+    resolving = feed(core, request(1, "tools/call", {"name": "read", "arguments": {}}))[0]
+    feed(core, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})
+    assert core.paths_resolved(resolving.ctx, ({"path": "/tmp/data/notes"}, [])) == [] and not core.resolving

@@ -288,7 +288,7 @@ def _check(core: Core, message: Any, out: list[dict[str, Any]]) -> None:
                           "params": {"uri": "mcpwrap://output/" + "a" * 32 + "/stdout?offset=²"}}], []))
 def test_receive_answers_every_request_without_an_internal_error(script: tuple[str, list[Any], list[Any]]) -> None:
     version, messages, answers = script
-    core = Core(TOOLS, lambda: signing.Keyring(b"s" * 32), lambda: 1000.0, lambda *_: True, page_size=PAGE_SIZE)
+    core = Core(TOOLS, lambda: signing.Keyring(b"s" * 32), lambda: 1000.0, page_size=PAGE_SIZE)
     initialize = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": version, "capabilities": {"elicitation": {}}, "clientInfo": {"name": "f", "version": "1"}}}
     assert "result" in _run(core, initialize, answers)[0]

@@ -18,7 +18,7 @@ from mcpwrap.config import load as config
 from mcpwrap.protocol.core import Core
 from tests.harness import MODERN, Server, modern_meta
 from tests.httpharness import HttpServer
-from tests.test_core import KEYRING, Ledger, feed, request, sent
+from tests.test_core import KEYRING, feed, request, sent
 
 BARE = '[spool]\nquota = 0\n[tools.echo]\ncommand = ["echo", "hi"]\n'
 FULL = """
@@ -50,7 +50,7 @@ def core_for(tmp_path: Path, text: str, rev: str) -> tuple[Core, dict[str, Any]]
     """A core for `text`, initialized at `rev` (legacy), and the capabilities it declared."""
     (tmp_path / "tools.toml").write_text(text)
     (tmp_path / "notes.md").write_text("notes\n")
-    core = Core(config.load(tmp_path / "tools.toml"), lambda: KEYRING, lambda: 1000.0, Ledger().consume)
+    core = Core(config.load(tmp_path / "tools.toml"), lambda: KEYRING, lambda: 1000.0)
     if rev == MODERN:
         found = sent(feed(core, request(0, "server/discover", {"_meta": modern_meta()})))
         return core, found[0]["result"]["capabilities"]

@@ -18,7 +18,7 @@ from mcpwrap.protocol.actions import StartCall
 from mcpwrap.protocol.core import Core
 from tests import mcpschema
 from tests.harness import modern_meta
-from tests.test_core import KEYRING, Ledger, feed, init, request, sent
+from tests.test_core import KEYRING, feed, init, request, sent
 
 FIXTURE = Path(__file__).parent / "fixtures" / "forms.toml"
 ASK = {"elicitation": {}}
@@ -29,7 +29,7 @@ TITLED_MULTI = {"type": "array", "minItems": 1,
 
 
 def make_core() -> Core:
-    return Core(config.load(FIXTURE), lambda: KEYRING, lambda: 1000.0, Ledger().consume)
+    return Core(config.load(FIXTURE), lambda: KEYRING, lambda: 1000.0)
 
 
 def legacy_form(version: str, tool: str = "pick") -> tuple[Core, dict[str, Any]]:

@@ -68,7 +68,7 @@ def test_examples_check(path: Path) -> None:
 def test_repo_tools_search() -> None:
     done = mcpwrap("call", str(ROOT / "examples" / "repo-tools.toml"), "search", "--arg", "pattern=def build_argv")
     assert done.returncode == 0, done.stderr
-    assert "mcpwrap/run/argv.py:" in done.stdout
+    assert "mcpwrap/protocol/argv.py:" in done.stdout
 
 
 @pytest.mark.skipif(landlock.abi() == 0, reason="inspect.toml is sandboxed and this kernel has no Landlock")

@@ -40,14 +40,7 @@ RANK = {"mcpwrap": 0, "result": 0, "config": 1, "protocol": 2, "state": 2, "run"
 PROTOCOL_MAY_IMPORT = {"", "config", "config.model", "result"}
 
 # (importer, imported): the edges that break the layering today; later steps of issue 25 remove them.
-KNOWN_UPWARD = {
-    # `asking` checks, defaults, path-resolves and templates a call's arguments before it asks (the runner
-    # does it again); item 3 of the issue: once, in `run/arguments`, before the core sees the call.
-    ("mcpwrap.protocol.asking", "mcpwrap.run.arguments"),
-    ("mcpwrap.protocol.asking", "mcpwrap.run.argv"),
-    # A resource command's arguments are checked with the tool checker.
-    ("mcpwrap.protocol.resources", "mcpwrap.run.arguments"),
-}
+KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def modules(package: Path) -> dict[str, Path]:

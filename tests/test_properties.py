@@ -132,14 +132,7 @@ _REUSED_ID_IN_A_BATCH = [
 @given(st.lists(plausible_messages(), max_size=8))
 @example(_REUSED_ID_IN_A_BATCH)
 def test_core_answers_anything_with_valid_messages(messages: list[Any]) -> None:
-    used: set[str] = set()
-
-    def consume_once(nonce: str, expires_at: float, now: float) -> bool:
-        first = nonce not in used
-        used.add(nonce)
-        return first
-
-    core = Core(TOOLS, lambda: signing.Keyring(b"s" * 32), lambda: 1000.0, consume_once=consume_once)
+    core = Core(TOOLS, lambda: signing.Keyring(b"s" * 32), lambda: 1000.0)
     seen: Requests = {}
     for message in messages:
         for key, requests in _requests(message).items():

@@ -17,7 +17,7 @@ from mcpwrap.result import Resource as Contents
 from mcpwrap.protocol.pages import Page
 from tests import mcpschema
 from tests.harness import MODERN, Server, modern_meta, write_atomically
-from tests.test_core import Ledger, KEYRING, feed, request, sent
+from tests.test_core import KEYRING, feed, request, sent
 
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 TOOLS = """
@@ -47,7 +47,7 @@ def make(tmp_path: Path, text: str = TOOLS, page_size: int = 500) -> Any:
     path = tmp_path / "tools.toml"
     path.write_text(text)
     (tmp_path / "notes.md").write_text("# notes\n")
-    return Core(config.load(path), lambda: KEYRING, lambda: 1000.0, Ledger().consume, page_size=page_size)
+    return Core(config.load(path), lambda: KEYRING, lambda: 1000.0, page_size=page_size)
 
 
 def answer(core: Any, rev: str, id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -101,8 +101,7 @@ class BuggedCore(Core):
 def test_the_front_answers_a_bug_in_core_receive_with_32603_and_serves_on(tmp_path: Path, tools: Path,
                                                                           capfd: pytest.CaptureFixture[str],
                                                                           batched: bool) -> None:
-    core = BuggedCore(loads(tools.read_bytes(), tools), SecretSource(tmp_path / "secret"), time.time,
-                      lambda nonce, expires_at, now: True)
+    core = BuggedCore(loads(tools.read_bytes(), tools), SecretSource(tmp_path / "secret"), time.time)
     bugged = [request(2, "tools/list"), request(3, "ping")] if batched else request(2, "tools/list")
     stream = b"".join(line(m) for m in (request(1, "initialize", INIT), request(None, "notifications/initialized"),
                                         bugged, request(4, "tools/list")))

@@ -150,7 +150,7 @@ def test_a_reload_frees_the_config_it_replaces_though_it_froze_the_new_one(tmp_p
     tools = tmp_path / "tools.toml"
     tools.write_text("".join(f'[tools.t{i}]\ncommand = ["echo", "{i}"]\n' for i in range(1200)))
     first = config.load(tools)
-    core = Core(first, lambda: None, lambda: 0.0, lambda *a: True)
+    core = Core(first, lambda: None, lambda: 0.0)
     replaced = weakref.ref(first.tools[-1])
     del first
 

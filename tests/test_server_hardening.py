@@ -264,7 +264,7 @@ def test_an_answer_leaves_only_after_every_action_of_its_decision(tmp_path: Path
     edit the file as soon as it reads the answer, and that edit must be announced)."""
     (tmp_path / "notes.md").write_text("# notes\n")
     tools = config.loads(b'[resources.notes]\npath = "notes.md"\n', tmp_path / "tools.toml")
-    core = Core(tools, lambda: None, lambda: 0.0, lambda *a: True)
+    core = Core(tools, lambda: None, lambda: 0.0)
     seen: list[dict[str, Any]] = []
 
     def write_now(data: bytes) -> int:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from mcpwrap.config import load as config
 from mcpwrap.run import process as runner
-from mcpwrap.run.argv import ArgumentError, build_argv, build_env
+from mcpwrap.protocol.argv import ArgumentError, build_argv, build_env
 
 
 def tool(command: list[Any], args: str) -> config.Tool:

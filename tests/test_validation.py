@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from mcpwrap.config import load as config
-from mcpwrap.run.arguments import argument_problems, plain_check, plain_fits, resolve_paths
+from mcpwrap.protocol.arguments import argument_problems, plain_check, plain_fits
+from mcpwrap.run.arguments import resolve_paths
 
 
 def _tool(tmp_path: Path, arg: str) -> config.Tool:

@@ -128,17 +128,21 @@ def _parsed(arg: Any, value: str) -> Any:
 
 
 def _settled(tool: Any, args: dict[str, Any], yes: bool) -> dict[str, Any]:
-    """The arguments once the call needs nothing more. What is missing is decided as for a client
-    (`protocol.asking.next_question`) and asked on the terminal: the elicited arguments, then the
-    confirmation (`--yes` gives it). Exits 2 on refused arguments or when stdin is no terminal to
-    ask on, 1 when the user declines."""
-    from mcpwrap.protocol.asking import next_question
+    """The arguments once the call needs nothing more, as placed (defaults filled in, paths resolved).
+    What is missing is decided as for a client (`protocol.asking.next_question`) and asked on the
+    terminal: the elicited arguments, then the confirmation (`--yes` gives it). Exits 2 on refused
+    arguments or when stdin is no terminal to ask on, 1 when the user declines."""
+    from mcpwrap.protocol.asking import Ready, Resolve, next_question
+    from mcpwrap.run.arguments import resolve_paths
 
-    confirmed = yes
-    while (step := next_question(tool, args, confirmed)) is not None:
+    confirmed, resolution = yes, None
+    while not isinstance(step := next_question(tool, args, confirmed, resolution), Ready):
+        resolution = None
         if isinstance(step, list):
             fail(f"invalid arguments for {tool.name!r}: " + "; ".join(step) + " (nothing ran)", EXIT_USAGE)
-        if step.key == "confirm":
+        if isinstance(step, Resolve):
+            resolution = resolve_paths(tool, step.arguments)
+        elif step.key == "confirm":
             _confirm(tool, step.message)
             confirmed = True
         elif sys.stdin.isatty():
@@ -146,7 +150,7 @@ def _settled(tool: Any, args: dict[str, Any], yes: bool) -> dict[str, Any]:
         else:
             fail(f"{tool.name!r} needs {step.purpose} from the user, and stdin is not a terminal to ask on; "
                  "pass them with --arg (nothing ran)", EXIT_USAGE)
-    return args
+    return step.arguments
 
 
 def _confirm(tool: Any, question: str) -> None:
@@ -171,7 +175,7 @@ def _answers(tool: Any, known: dict[str, Any], fields: tuple[Any, ...]) -> dict[
 def _ask(tool: Any, arg: Any, known: dict[str, Any], later: set[str]) -> Any:
     """Prompt for an elicited argument until the answer passes the call's own check
     (`arguments.argument_problems`, with the arguments asked for `later` not yet required)."""
-    from mcpwrap.run.arguments import argument_problems
+    from mcpwrap.protocol.arguments import argument_problems
 
     schema = arg.schema
     while True:

@@ -1,15 +1,15 @@
 """What `Core` hands its driver: the request's `Context`, and the actions the driver carries out.
 
-Pure data: each action is a frozen dataclass the driver performs (`Send` a message, log a line, start
-or cancel a call, a timer, a task-store operation, a resource read, a prompt, a completion) and whose
-outcome it reports back through the matching `Core` method.
+Pure data: each action is a frozen dataclass the driver performs (`Send` a message, log a line, resolve
+a call's path arguments, start or cancel a call, a timer, a task-store operation, a resource read, a
+prompt, a completion) and whose outcome it reports back through the matching `Core` method.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from mcpwrap.protocol.identity import LOCAL
 
@@ -50,12 +50,32 @@ class Stderr:
     level: str = "info"                   # debug | info | warning | error, filtered by --log-level
 
 
+class Once(NamedTuple):
+    """The accepted `requestState` a run comes from: one use of its nonce authorises one run."""
+    nonce: str
+    expires_at: float
+
+
 @dataclass(frozen=True)
-class StartCall:
-    """Run the tool; the outcome goes to `Core.call_done` or `Core.call_failed`."""
+class ResolvePaths:
+    """Resolve the call's path arguments (`run.arguments.resolve_paths` on `arguments`) and hand the
+    outcome, the arguments resolved and the refusals, to `Core.paths_resolved`: the core cannot read
+    the filesystem, and decides on the outcome as it would have on its own."""
     ctx: Context
     tool: Tool
     arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StartCall:
+    """Run the tool with `arguments` as placed (defaults filled in, paths resolved); the outcome goes to
+    `Core.call_done` or `Core.call_failed`. With `once`, the driver first records the nonce as used in
+    the state directory's ledger and runs nothing when it was used already or cannot be recorded:
+    `Core.once_refused` answers then."""
+    ctx: Context
+    tool: Tool
+    arguments: dict[str, Any]
+    once: Once | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,7 @@ class TaskOp:
     tool: Tool | None = None
     arguments: dict[str, Any] | None = None
     cursor: str | None = None
+    once: Once | None = None              # "create" from an accepted requestState: as `StartCall.once`
 
 
 @dataclass(frozen=True)
@@ -120,5 +141,5 @@ class StopComplete:
     run: int
 
 
-Action: TypeAlias = (Send | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp | ReadResource
-                     | GetPrompt | Complete | StopComplete)
+Action: TypeAlias = (Send | ResolvePaths | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp
+                     | ReadResource | GetPrompt | Complete | StopComplete)

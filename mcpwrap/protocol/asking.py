@@ -13,32 +13,39 @@ digest of the arguments, the tools-file digest, the round, the answers
 gathered so far and an expiry, so any process sharing the secret can resume,
 and the requestor's principal (in the MAC only, never in the token): a state
 retried by another credential fails verification as a tampered one does.
-A resumed call carries its state's nonce and expiry (`Pending.state`): the
-core consumes them when the call is about to start, so one accepted state
-authorises one run.
+A resumed call carries its state's nonce and expiry (`Pending.state`) onto the
+action that starts it: the driver consumes them just before it runs, so one
+accepted state authorises one run.
+
+What is given is checked before anything is asked (`next_question`): the schema
+(`arguments`), then, for a call with path arguments, their resolution, which is
+I/O and so not done here: the decision stops at `Resolve` until the caller hands
+back the outcome of `run.arguments.resolve_paths` on the arguments it names. Then
+whether an argv can be built from the arguments as placed (defaults filled in,
+paths resolved), then what is missing, then the confirmation. `Ready` carries the
+arguments as placed: what runs is what was checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeAlias
 
 import orjson
 
 from mcpwrap.config.model import PLACEHOLDER, Arg, Config, Tool, string_consts
 from mcpwrap.protocol import sealing
+from mcpwrap.protocol.actions import Context, Once
+from mcpwrap.protocol.arguments import argument_problems
+from mcpwrap.protocol.argv import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import CallRequest, ProtocolError
 from mcpwrap.result import ToolResult, error_result
-from mcpwrap.run.arguments import argument_problems, resolve_paths
-from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
-
-if TYPE_CHECKING:
-    from mcpwrap.protocol.actions import Context
 
 STRING_FORMATS = {"email", "uri", "date", "date-time"}
 STATE_VERSION = 1
+Resolution: TypeAlias = tuple[dict[str, Any], list[str]]   # `run.arguments.resolve_paths`: resolved, refusals
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,19 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Resolve:
+    """The call's path arguments are to be resolved (`run.arguments.resolve_paths` on `arguments`,
+    its defaults filled in) before the decision goes on with the outcome."""
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Nothing is missing: the call runs with these arguments, as placed (defaults filled in, paths resolved)."""
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Pending:
     ctx: Context
     tool: Tool
@@ -71,7 +91,8 @@ class Pending:
     round: int = 0
     question: Question | None = None
     original: dict[str, Any] = field(default_factory=dict)
-    state: tuple[str, float] | None = None    # the requestState this retry came with: (nonce, expiry)
+    state: Once | None = None             # the requestState this retry came with: its nonce and expiry
+    resolution: Resolution | None = None  # of the path arguments, for this round's `arguments` only
 
 
 def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
@@ -123,27 +144,32 @@ def _invalid(pending: Pending, problems: list[str]) -> ToolResult | ProtocolErro
     return ProtocolError(-32602, message)
 
 
-def next_step(pending: Pending) -> Question | ToolResult | ProtocolError | None:
-    """What the call still needs: a question, a refusal, or nothing (ready to run)."""
-    step = next_question(pending.tool, pending.arguments, pending.confirmed)
+def next_step(pending: Pending) -> Question | Resolve | Ready | ToolResult | ProtocolError:
+    """What the call still needs: a question, its paths resolved, a refusal, or nothing (`Ready`)."""
+    step = next_question(pending.tool, pending.arguments, pending.confirmed, pending.resolution)
     return _invalid(pending, step) if isinstance(step, list) else step
 
 
-def next_question(tool: Tool, arguments: Mapping[str, Any], confirmed: bool) -> Question | list[str] | None:
+def next_question(tool: Tool, arguments: Mapping[str, Any], confirmed: bool,
+                  resolution: Resolution | None = None) -> Question | Resolve | Ready | list[str]:
     """What a call with these arguments still needs, whoever asks (a client, or `mcpwrap call` on a
-    terminal): why it is refused (a non-empty list), the next question, or nothing (ready to run).
-    What was given is checked before anything is asked."""
+    terminal): why it is refused (a non-empty list), its paths resolved (`Resolve`, until `resolution`
+    is given), the next question, or nothing (`Ready`). What was given is checked before anything is asked."""
     missing = tuple(a for a in tool.args if a.elicit and a.name not in arguments)
     problems = argument_problems(tool, arguments, ignore_missing={a.name for a in missing})
     if problems:
         return problems
-    filled, problems = resolve_paths(tool, with_defaults(tool, arguments))
-    if problems:
-        return problems
+    placed = with_defaults(tool, arguments)
+    if any(spec.path is not None and spec.name in placed for spec in tool.args):
+        if resolution is None:
+            return Resolve(placed)
+        placed, problems = resolution
+        if problems:
+            return problems
     try:
-        build_argv(tool, filled)
+        build_argv(tool, placed)
         if tool.shell is not None:
-            build_env(tool, filled, {})       # a shell tool's values travel here: same checks, same moment
+            build_env(tool, placed, {})       # a shell tool's values travel here: same checks, same moment
     except ArgumentError as exc:
         return [str(exc)]
     if missing:
@@ -152,7 +178,7 @@ def next_question(tool: Tool, arguments: Mapping[str, Any], confirmed: bool) -> 
                         f"'{tool.name}' needs: {names}", missing)
     if tool.confirm and not confirmed:
         return Question("confirm", "confirmation", render_confirm(tool.confirm, with_defaults(tool, arguments)))
-    return None
+    return Ready(placed)
 
 
 def apply_answer(pending: Pending, key: str | None, answer: Mapping[str, Any]) -> Pending | ToolResult:
@@ -165,7 +191,7 @@ def apply_answer(pending: Pending, key: str | None, answer: Mapping[str, Any]) -
     if action != "accept":
         return error_result("the elicitation answer was not accept, decline or cancel; nothing ran")
     if key == "confirm":
-        return replace(pending, confirmed=True, round=pending.round + 1)
+        return replace(pending, confirmed=True, round=pending.round + 1, resolution=None)
     content = answer.get("content") or {}
     if not isinstance(content, dict):
         return error_result("the elicitation answer's content is not an object; nothing ran")
@@ -180,7 +206,7 @@ def apply_answer(pending: Pending, key: str | None, answer: Mapping[str, Any]) -
     if unanswered:
         return error_result(f"the user accepted without providing {', '.join(unanswered)} for "
                             f"'{pending.tool.name}'; nothing ran")
-    return replace(pending, arguments=gathered, round=pending.round + 1)
+    return replace(pending, arguments=gathered, round=pending.round + 1, resolution=None)
 
 
 def can_ask(capabilities: Mapping[str, Any]) -> bool:
@@ -222,7 +248,7 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.
                             diagnostic=f"requestState is bound to another {'/'.join(wrong) or 'content'}")
     pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
                       as_task=as_task, round=claims["r"], original=request.arguments,
-                      state=(unsealed.nonce, unsealed.expires_at))
+                      state=Once(unsealed.nonce, unsealed.expires_at))
     answer = responses.get(claims.get("q"))
     if answer is None:
         return pending                    # not answered yet: the same question is asked again

@@ -3,10 +3,13 @@
 A call is parsed and its task decision made (`task_decision`, the revision's rule); then
 `advance` asks the user what is still missing (an `elicitation/create` of ours over a legacy
 session, an `input_required` result for a modern request) or starts it: `StartCall`, or a
-`TaskOp` "create" when it runs as a task. A modern retry's `requestState` is consumed through
-the injected `consume_once(nonce, expires_at, now)` just before the call (or task) starts, so
-one accepted confirmation authorises one run; a replay is -32602. Each `StartTimer` of a question
-is matched by a `CancelTimer` when the question ends before the timer fires.
+`TaskOp` "create" when it runs as a task. A call with path arguments first has them resolved by
+the driver (`ResolvePaths`, answered through `resolved`), each round, before anything is asked or
+started. A modern retry's `requestState` nonce travels on the starting action (`once`): the driver
+records it as used just before the call (or task) starts and, when it was used already or cannot
+be recorded, hands that back (`once_refused`): one accepted confirmation authorises one run, a
+replay is -32602. Each `StartTimer` of a question is matched by a `CancelTimer` when the question
+ends before the timer fires.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from dataclasses import replace
 
 from mcpwrap.config.model import Tool
 from mcpwrap.protocol import asking, jsonrpc, modern
-from mcpwrap.protocol.actions import Action, CancelTimer, Context, Send, StartCall, StartTimer, TaskOp
+from mcpwrap.protocol.actions import (Action, CancelTimer, Context, ResolvePaths, Send, StartCall, StartTimer,
+                                      TaskOp)
 from mcpwrap.protocol.jsonrpc import Response
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
 from mcpwrap.protocol.server_state import ServerState, declares_extension, needs_extension
@@ -60,32 +64,39 @@ def task_decision(ctx: Context, tool: Tool) -> bool:
 
 
 def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
-    """Ask what is still missing, or start the call (or task)."""
+    """Ask what is still missing, have the paths resolved, or start the call (or task)."""
     ctx = pending.ctx
     step = asking.next_step(pending)
     if isinstance(step, ProtocolError):
         raise step
     if isinstance(step, asking.Question):
         return _ask(core, pending, step)
-    if step is not None:                            # refused (a ToolResult)
+    if isinstance(step, ToolResult):                # refused
         return [_refused(core, ctx, step, pending.as_task)]
-    if pending.state is not None:
-        _consume(core, *pending.state)
     core.inflight[ctx.id] = ctx
+    if isinstance(step, asking.Resolve):
+        core.resolving[ctx.id] = pending
+        return [ResolvePaths(ctx, pending.tool, step.arguments)]
     if pending.as_task:
-        return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
-    return [StartCall(ctx, pending.tool, pending.arguments)]
+        return [TaskOp(ctx, "create", tool=pending.tool, arguments=step.arguments, once=pending.state)]
+    return [StartCall(ctx, pending.tool, step.arguments, pending.state)]
 
 
-def _consume(core: ServerState, nonce: str, expires_at: float) -> None:
-    """The retry's requestState authorises this run and no other, in any process sharing the ledger."""
-    try:
-        first = core.consume_once(nonce, expires_at, core.clock())
-    except OSError as exc:                # the ledger could not keep the record (`LedgerError` is one)
-        raise ProtocolError(-32603, "the requestState could not be recorded as used; nothing ran",
-                            diagnostic=str(exc)) from None
-    if not first:
-        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
+def resolved(core: ServerState, ctx: Context, resolution: asking.Resolution) -> list[Action]:
+    """The driver resolved the call's path arguments: the decision goes on with the outcome."""
+    pending = core.resolving.pop(ctx.id, None)
+    if pending is None or not core.settled(ctx):     # cancelled meanwhile
+        return []
+    return _carry_on(core, pending, replace(pending, resolution=resolution))
+
+
+def once_refused(outcome: bool | OSError) -> ProtocolError:
+    """Why a call (or task) from an accepted requestState did not start: the ledger could not keep the
+    record of its nonce (an OSError; `LedgerError` is one), or the nonce was used already."""
+    if isinstance(outcome, OSError):
+        return ProtocolError(-32603, "the requestState could not be recorded as used; nothing ran",
+                             diagnostic=str(outcome))
+    return ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
 
 
 def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:

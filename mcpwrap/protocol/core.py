@@ -45,19 +45,20 @@ from mcpwrap.protocol.safety_net import bug_report, unexpected
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, CORE_TASK_METHODS, EXTENSION_METHODS,
                                         EXTENSION_TASK_METHODS, MODERN, declared)
 from mcpwrap.protocol.server_state import (BATCH_BYTES, BATCH_ITEMS, HELD_BYTES, BatchBudget, BatchState,
-                                           ConsumeOnce, ServerState, declares_extension, needs_extension)
+                                           ServerState, declares_extension, needs_extension)
 from mcpwrap.protocol.session import HOLDS, level_allows
 from mcpwrap.protocol.tools import ProtocolError, list_page, progress_params, render_result
 
 if TYPE_CHECKING:
     from mcpwrap.config.model import Prompt
+    from mcpwrap.protocol import asking
     from mcpwrap.protocol import resources
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
     from mcpwrap.result import Resource as Contents
     from mcpwrap.protocol.pages import Page
 
-__all__ = ["BATCH_BYTES", "BATCH_ITEMS", "HANDLERS", "HELD_BYTES", "BatchBudget", "ConsumeOnce", "Core",
+__all__ = ["BATCH_BYTES", "BATCH_ITEMS", "HANDLERS", "HELD_BYTES", "BatchBudget", "Core",
            "bug_report", "unexpected"]
 
 Handler = Callable[["Core", Context], list[Action]]
@@ -111,6 +112,7 @@ class Core(ServerState):
         """A request a bug interrupted is no longer in progress, nor asking anything."""
         self.inflight.pop(request_id, None)
         self.listens.pop(request_id, None)
+        self.resolving.pop(request_id, None)
         for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
             del self.asks[key]
 
@@ -205,6 +207,22 @@ class Core(ServerState):
     def call_failed(self, ctx: Context, error: ProtocolError) -> list[Action]:
         """A call or any task operation ended in a JSON-RPC error (unless the client cancelled it)."""
         return [self.error_reply(ctx, error)] if self.settled(ctx) else []
+
+    @_answers
+    def paths_resolved(self, ctx: Context, resolution: asking.Resolution) -> list[Action]:
+        """The outcome of a `ResolvePaths` (`run.arguments.resolve_paths`): the call goes on, or ends refused."""
+        from mcpwrap.protocol import calls
+
+        return calls.resolved(self, ctx, resolution)
+
+    def once_refused(self, ctx: Context, outcome: bool | OSError) -> list[Action]:
+        """A `StartCall` or task "create" whose requestState nonce was used already (False) or could
+        not be recorded as used (the ledger's OSError): nothing ran, the request gets the error."""
+        from mcpwrap.protocol import calls
+
+        error = calls.once_refused(outcome)
+        return [*self.call_failed(ctx, error), Stderr(f"mcpwrap: request {ctx.id!r} rejected: {error.diagnostic}",
+                                                      "warning")]
 
     def progress(self, ctx: Context, progress: float, total: float | None, message: str | None) -> list[Action]:
         if ctx.progress_token is None or ctx.id not in self.inflight:
@@ -446,6 +464,7 @@ def _cancelled(core: Core, note: Notification) -> list[Action]:
         return core._drop_from_batch(request_id)
     if core.inflight.pop(request_id, None) is None:
         return []
+    core.resolving.pop(request_id, None)
     withdrawn: list[Action] = []
     for key in [k for k, p in core.asks.items() if p.ctx.id == request_id]:
         del core.asks[key]             # withdraw our question too: the client can close its dialog

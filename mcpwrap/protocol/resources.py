@@ -3,7 +3,7 @@
 A URI names one of: a page of a call's output kept in the spool
 (`mcpwrap://output/<call>/<stream>{?offset,length}`), a `[resources.NAME]` with a
 fixed URI, or an instance of a resource's `uri_template` whose variables become
-that resource command's arguments, validated like a tool's (`run.arguments`) before
+that resource command's arguments, validated like a tool's (`arguments`) before
 anything runs. Anything else is the revision's resource-not-found error with
 `data.uri`. Lists keep the tools file's order; cursors are bound to the file's
 digest. An output page is text when its bytes are UTF-8 (its end moved back to a
@@ -22,11 +22,11 @@ from typing import Any
 
 from mcpwrap.config.model import TEMPLATE_EXPR, Config, Resource
 from mcpwrap.protocol import grammar
+from mcpwrap.protocol.arguments import argument_problems
 from mcpwrap.protocol.pages import URI_PREFIX, Page, output_uri, valid
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError, invalid_params
 from mcpwrap.result import Resource as Contents
-from mcpwrap.run.arguments import argument_problems
 
 PAGE_BYTES = 1024 * 1024               # an output page's default and largest length
 OUTPUT_TEMPLATE = URI_PREFIX + "{call}/{stream}{?offset,length}"

@@ -35,10 +35,6 @@ if TYPE_CHECKING:
     from mcpwrap.protocol.prompts import CompletionCache, CompletionKey
     from mcpwrap.protocol.sealing import Keys
 
-
-# (nonce, expires_at, now) -> first use? An OSError: the record cannot be kept, and nothing runs.
-ConsumeOnce = Callable[[str, float, float], bool]
-
 BATCH_ITEMS = 256                 # messages a batch may hold; a longer batch is refused whole and runs nothing
 BATCH_BYTES = 4 * 1024 * 1024     # encoded answers one batch may hold while its other items are still running
 HELD_BYTES = 16 * 1024 * 1024     # the same, for all the batches of a server process together
@@ -88,7 +84,7 @@ class ServerState:
     """A core's state, and the ways its answers leave: replies, errors, batches, messages held for a session."""
 
     def __init__(self, config: Config, keyring_source: Callable[[], Keys],
-                 clock: Callable[[], float], consume_once: ConsumeOnce, page_size: int = 500,
+                 clock: Callable[[], float], page_size: int = 500,
                  budget: BatchBudget | None = None, completions: CompletionCache | None = None,
                  identity: Identity = LOCAL_USER) -> None:
         self.config = config
@@ -100,11 +96,11 @@ class ServerState:
         self.session = LegacySession()
         self.keyring_source = keyring_source
         self.clock = clock
-        self.consume_once = consume_once
         self.page_size = page_size
         self.inflight: dict[RequestId, Context] = {}
         self.listens: dict[RequestId, dict[str, Any]] = {}
         self.asks: dict[str, asking.Pending] = {}
+        self.resolving: dict[RequestId, asking.Pending] = {}   # calls whose paths the driver is resolving
         self.ask_ids = (f"mcpwrap-ask-{n}" for n in itertools.count(1))
         self.batches: dict[RequestId, BatchState] = {}
         self.subscribed: set[str] = set()          # legacy resources/subscribe

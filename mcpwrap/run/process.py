@@ -26,10 +26,9 @@ import orjson
 import trio
 
 from mcpwrap.config.model import Tool
+from mcpwrap.protocol.argv import ArgumentError, build_argv, build_env
 from mcpwrap.result import ResourceLink, ToolResult, error_result
 from mcpwrap.run import confine, contain, limits
-from mcpwrap.run.arguments import resolve_paths
-from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.run.confine import Confinement
 from mcpwrap.run.contain import CALL_ENV, FLUSH_S, POLL_CAP_S, containment, signal_group
 from mcpwrap.run.output import Capture, OnLine, OnProgress, stderr_warning
@@ -260,10 +259,9 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
               on_warning: OnLine = stderr_warning, spool: Spool | None = None) -> ToolResult:
     """Run one validated call to completion; cancellation ends all of the call's processes.
 
-    With a `spool`, a stream that outgrows `max_output` is kept whole there and linked from the result."""
-    args, problems = resolve_paths(tool, with_defaults(tool, args))
-    if problems:          # checked when the call was accepted; a file may have changed since
-        raise ArgumentError("; ".join(problems))
+    `args` are as placed: defaults filled in and path arguments resolved (`run.arguments.place`),
+    which is what was checked. With a `spool`, a stream that outgrows `max_output` is kept whole
+    there and linked from the result."""
     argv = build_argv(tool, args)
     if (refused := confine.refusal(tool, on_warning)) is not None:
         return error_result(refused)

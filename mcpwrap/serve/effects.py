@@ -1,34 +1,68 @@
-"""The effects behind resources, prompts and completions: read a file, run a command, read a page.
+"""The effects behind calls, resources, prompts and completions: resolve a call's path arguments,
+spend a requestState's nonce, read a file, run a command, read a page.
 
-Commands go through `runner.run` like a tool call (argv templating and its
-injection rules, timeout, process-group kill, output cap); files are read only
-when they are regular files, up to FILE_LIMIT. A failure is a `ProtocolError`
--32603 naming what failed; the core sends it for the request.
+Commands go through `runner.run` like a tool call (arguments placed by `run.arguments`, argv
+templating and its injection rules, timeout, process-group kill, output cap); files are read only
+when they are regular files, up to FILE_LIMIT. A failure is a `ProtocolError` -32603 naming what
+failed (-32602 for arguments refused); the core sends it for the request. The nonce ledger is made
+when a nonce is first spent, so a server whose clients never retry a requestState never touches it.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
 from mcpwrap.config.load import read_regular_file
 from mcpwrap.config.model import Config, Prompt, Tool
 from mcpwrap.protocol import resources
+from mcpwrap.protocol.actions import Once, ResolvePaths
+from mcpwrap.protocol.asking import Resolution
 from mcpwrap.protocol.pages import Page
 from mcpwrap.protocol.prompts import fill
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Block, Resource, Text, ToolResult
 from mcpwrap.run import process as runner
+from mcpwrap.run.arguments import place, resolve_paths
 from mcpwrap.run.spool import Spool
+
+if TYPE_CHECKING:
+    from mcpwrap.state.signing import NonceLedger
 
 FILE_LIMIT = 8 * 1024 * 1024
 COMPLETE_TIMEOUT_S = 10.0
 TEXT_TYPES = ("application/json", "application/xml", "application/toml", "application/yaml",
               "application/javascript", "application/x-sh")
+
+
+def resolved(action: ResolvePaths) -> Resolution:
+    """A call's path arguments resolved, for `Core.paths_resolved`."""
+    return resolve_paths(action.tool, action.arguments)
+
+
+def spend(state_dir: Path, once: Once) -> bool | OSError:
+    """Record `once`'s nonce as used in the ledger every process on `state_dir` shares, just before the
+    run it authorises starts: True for its first use (the run may start); else what `Core.once_refused`
+    takes, False when it was used already, the OSError when the ledger cannot keep the record."""
+    try:
+        return _ledger(state_dir).consume(once.nonce, once.expires_at, time.time())
+    except OSError as exc:                # `LedgerError` is one
+        return exc
+
+
+@functools.cache
+def _ledger(state_dir: Path) -> NonceLedger:
+    """One ledger per state directory and process (its sweeps are paced per ledger), made at the first use."""
+    from mcpwrap.state.signing import NonceLedger
+
+    return NonceLedger(state_dir)
 
 
 async def read(target: resources.Target, spool: Spool) -> Page | list[Resource] | None:
@@ -59,8 +93,11 @@ def _file_contents(path: Path, uri: str, mime: str | None) -> Resource:
 
 
 async def _run(tool: Tool, arguments: Mapping[str, object], what: str) -> ToolResult:
+    placed, problems = place(tool, arguments)
+    if problems:
+        raise ProtocolError(-32602, f"{what}: {'; '.join(problems)}; nothing ran")
     try:
-        result = await runner.run(tool, arguments)
+        result = await runner.run(tool, placed)
     except runner.ArgumentError as exc:
         raise ProtocolError(-32602, f"{what}: {exc}; nothing ran") from None
     if result.is_error:

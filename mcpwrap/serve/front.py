@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from mcpwrap.config import model as config_module
 from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol.actions import Send, Stderr
-from mcpwrap.protocol.core import ConsumeOnce, Core, unexpected
+from mcpwrap.protocol.core import Core, unexpected
 
 if TYPE_CHECKING:
     import queue
@@ -162,21 +162,7 @@ def new_core(config: config_module.Config, options: Options) -> Core:
     secret = SecretSource(options.secret_file)
     if _needs_secret(config):
         secret()
-    return Core(config, secret, time.time, _consume_once(options.state_dir))
-
-
-def _consume_once(state_dir: Path) -> ConsumeOnce:
-    """The nonce ledger's `consume`, the ledger made at the first use: `signing` is not needed for
-    the first answers, only for a modern retry's requestState."""
-    ledger: list[signing.NonceLedger] = []
-
-    def consume(nonce: str, expires_at: float, now: float) -> bool:
-        if not ledger:
-            from mcpwrap.state import signing
-
-            ledger.append(signing.NonceLedger(state_dir))
-        return ledger[0].consume(nonce, expires_at, now)
-    return consume
+    return Core(config, secret, time.time)
 
 
 def encoded(message: dict[str, Any] | list[dict[str, Any]]) -> bytes | None:

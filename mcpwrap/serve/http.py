@@ -439,7 +439,6 @@ class Hub:
     def __init__(self, config: config_module.Config, options: Options, http: HttpOptions) -> None:
         self.options, self.http = options, http
         self.secret = SecretSource(options.secret_file)
-        self.ledger = signing.NonceLedger(options.state_dir)
         self.tokens = TokenFile(http.token_file) if http.token_file is not None else None
         self.rates = RateLimit(http.rate, http.burst) if http.rate is not None else None
         self.sessions: dict[str, Session] = {}
@@ -455,7 +454,7 @@ class Hub:
 
     def core(self, config: config_module.Config | None = None,
              who: identity.Identity = identity.ANONYMOUS) -> Core:
-        return Core(config or self.root.config, self.secret, time.time, self.ledger.consume, budget=self.budget,
+        return Core(config or self.root.config, self.secret, time.time, budget=self.budget,
                     completions=self.completions, identity=who)
 
     def _identity(self, headers: dict[str, str]) -> identity.Identity:

@@ -37,8 +37,8 @@ from typing import Any, Protocol
 import trio
 
 from mcpwrap.config import load as config_module
-from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource, Send,
-                                      StartCall, StartTimer, Stderr, StopComplete, TaskOp)
+from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource,
+                                      ResolvePaths, Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.core import Core, bug_report
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
@@ -343,6 +343,8 @@ class Driver:
         for action in actions:
             if isinstance(action, Send):
                 self._send(action.message)
+            elif isinstance(action, ResolvePaths):
+                self.perform(self.core.paths_resolved(action.ctx, sources.resolved(action)))
             elif isinstance(action, StartCall):
                 self._start_call(action)
             elif isinstance(action, CancelCall):
@@ -431,7 +433,11 @@ class Driver:
             self.outbox.put(data, isinstance(message, dict) and message.get("method") in NEWS)
 
     def _start_call(self, action: StartCall) -> None:
-        """Run now, or wait for one of max_calls slots; past the server's waiting room, refuse clearly."""
+        """Run now, or wait for one of max_calls slots; past the server's waiting room, refuse clearly.
+        A call from an accepted requestState spends its nonce first."""
+        if action.once is not None and (spent := sources.spend(self.options.state_dir, action.once)) is not True:
+            self.perform(self.core.once_refused(action.ctx, spent))
+            return
         seat = self.room.enter(self.request_bytes)
         if seat is None:
             self.perform(self.core.call_done(action.ctx, error_result(self.room.refusal())))

@@ -17,6 +17,7 @@ from mcpwrap.protocol.actions import Action, TaskOp
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from mcpwrap.protocol.tools import ProtocolError
+from mcpwrap.serve.effects import spend
 from mcpwrap.tasks.store import MAX_RUNNING, RESULT_POLL_S, Store, TooManyTasks
 from mcpwrap.tasks.supervisor import create_task
 
@@ -33,6 +34,8 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
     try:
         if op.op == "create":
             assert op.tool is not None
+            if op.once is not None and (spent := await trio.to_thread.run_sync(spend, state_dir, op.once)) is not True:
+                return core.once_refused(ctx, spent)
             tool, ttl_ms = op.tool, tasking.requested_ttl_ms(ctx.params, op.tool)
             record = await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
                 store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,

@@ -154,7 +154,7 @@ def _load_tool(record: TaskRecord) -> tuple[config_module.Tool, config_module.Sp
 
     The snapshot's schemas are not checked again: the MAC vouches that these are the bytes the
     server checked (and this way the supervisor never imports jsonschema)."""
-    from mcpwrap.run.arguments import argument_problems
+    from mcpwrap.protocol.arguments import argument_problems
 
     path = Path(record.tools_file)
     try:
