@@ -170,7 +170,7 @@ def _read_resource(r: Reader, name: str, t: dict[str, Any], key: tuple[str, ...]
 
 
 def read_prompts(r: Reader, doc: dict[str, Any], defaults: dict[str, Any], base_dir: Path,
-                  resource_uris: set[str]) -> tuple[Prompt, ...]:
+                 resource_uris: set[str]) -> tuple[Prompt, ...]:
     out = []
     for name, key, t in _named_tables(r, doc, "prompts", PROMPT_KEYS):
         args = [_read_prompt_arg(r, key + ("args", arg_name), arg_name, fragment)

@@ -82,7 +82,7 @@ def table_cwd(t: Mapping[str, Any], defaults: dict[str, Any], base_dir: Path) ->
 
 
 def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
-               base_dir: Path) -> Tool | None:
+              base_dir: Path) -> Tool | None:
     """One [tools.NAME] table as a `Tool`, every problem in it reported on `r`."""
     key = ("tools", name)
     if not TOOL_NAME.match(name):
@@ -93,7 +93,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)
     if ("command" in t) == ("shell" in t) and not any(closest(k, {"command", "shell"})
-                                                      for k in t if k not in TOOL_KEYS):   # a misspelt one was told
+                                                     for k in t if k not in TOOL_KEYS):   # a misspelt one was told
         r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
     argv = check_command(r, key, command, args) if command is not None else None
     output, output_schema = _read_output(r, t, key)
@@ -230,7 +230,7 @@ def sandbox_table(r: Reader, table: Mapping[str, Any], key: tuple[str, ...]) -> 
 
 
 def sandbox_of(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: Mapping[str, Any] | None,
-             cwd: Path, args: list[Arg]) -> Sandbox | None:
+               cwd: Path, args: list[Arg]) -> Sandbox | None:
     """The tool's effective sandbox: its own keys over the server's; `sandbox = false` opts out."""
     if t.get("sandbox") is False or "sandbox" not in t and inherited is None:
         return None
@@ -280,7 +280,7 @@ def limits_of(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], inherited: 
 
 
 def env_inherit(r: Reader, table: Mapping[str, Any], key: tuple[str, ...],
-                 default: bool | tuple[str, ...]) -> bool | tuple[str, ...]:
+                default: bool | tuple[str, ...]) -> bool | tuple[str, ...]:
     value = r.typed(table, key, "env_inherit", (bool, list), default)
     if isinstance(value, list):
         bad = [v for v in value if not isinstance(v, str) or not ENV_NAME.match(v)]
@@ -349,7 +349,7 @@ def check_placeholders(r: Reader, key: tuple[str, ...], template: str | list[str
 
 
 def check_command(r: Reader, key: tuple[str, ...], command: list[Any],
-                   args: list[Arg]) -> tuple[str | tuple[str, ...], ...] | None:
+                  args: list[Arg]) -> tuple[str | tuple[str, ...], ...] | None:
     """Check the argv template and return it as tuples (None when it has a problem).
 
     An element is a string or, after the program, a group: an array of strings holding at least
