@@ -367,14 +367,15 @@ def test_a_nonce_whose_recording_was_killed_never_authorises_a_run(tmp_path: Pat
 def test_a_torn_index_entry_from_a_killed_creator_crashes_no_reader(tmp_path: Path) -> None:
     """A creator killed mid-append leaves part of an index entry: listing skips it and the next
     creation realigns the index."""
+    from mcpwrap.tasks import index as task_index
     from mcpwrap.tasks import store as tasks
     from mcpwrap.protocol.tasking import new_id
 
     store = _store(tmp_path)
     first = store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=tmp_path / "tools.toml",
                          digest="d", snapshot=None, key=b"k" * 32, task_id=new_id())
-    with (store.root / tasks.INDEX).open("ab") as f:
-        f.write(b"\xff" * (tasks.ENTRY // 2))
+    with (store.root / task_index.INDEX).open("ab") as f:
+        f.write(b"\xff" * (task_index.ENTRY // 2))
     assert [r.task_id for r in tasks.Store(store.root).records()] == [first.task_id]
     second = store.create(tool="t", arguments={}, ttl_ms=600_000, poll_ms=100, tools_file=tmp_path / "tools.toml",
                           digest="d", snapshot=None, key=b"k" * 32, task_id=new_id())

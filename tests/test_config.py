@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mcpwrap.config import load as config
+from mcpwrap.config import model, tools
 
 BROKEN = Path(__file__).parent / "fixtures" / "broken"
 # file -> (line, col, words the message must contain)
@@ -201,16 +202,16 @@ kind = "dir"
     tool = config.load(path).tool("t")
     assert tool is not None
     used = set().union(*(a.schema for a in tool.args)) | {"flag", "optional", "elicit", "within", "must_exist", "kind"}
-    assert used == config.ARG_KEYS
+    assert used == tools.ARG_KEYS
 
 
 def test_schema_file_lists_the_argument_keys() -> None:
     """tools-file.schema.json refuses the same unknown argument keys as the loader."""
     doc = json.loads((Path(config.__file__).parent / "tools-file.schema.json").read_text())
     arg = doc["$defs"]["arg"]
-    assert set(arg["propertyNames"]["enum"]) == config.ARG_KEYS
-    assert set(arg["properties"]) == config.ARG_OWN_KEYS
-    assert set(doc["$defs"]["tool"]["properties"]["annotations"]["properties"]) == set(config.ANNOTATION_KEYS)
+    assert set(arg["propertyNames"]["enum"]) == tools.ARG_KEYS
+    assert set(arg["properties"]) == tools.ARG_OWN_KEYS
+    assert set(doc["$defs"]["tool"]["properties"]["annotations"]["properties"]) == set(tools.ANNOTATION_KEYS)
 
 
 CONFINED = """
@@ -245,11 +246,11 @@ def test_sandbox_limits_and_env_policy_inherit_from_server(tmp_path: Path) -> No
     assert inherits.sandbox is not None and overrides.sandbox is not None
     assert {str(tmp_path), "/srv", "/usr", str(tmp_path / "data")} <= set(inherits.sandbox.read)  # within is granted
     assert inherits.sandbox.write == ("/dev/null",) and not inherits.sandbox.network and inherits.sandbox.required
-    assert inherits.limits == config.Limits(memory=64 << 20, processes=8)
+    assert inherits.limits == model.Limits(memory=64 << 20, processes=8)
     assert inherits.env_inherit == ("HOME",)
-    assert inherits.args[0].path == config.PathRule(within=(str(tmp_path / "data"),), must_exist=True, kind="file")
+    assert inherits.args[0].path == model.PathRule(within=(str(tmp_path / "data"),), must_exist=True, kind="file")
     assert opts_out.sandbox is None and opts_out.limits is None and opts_out.env_inherit is True
-    assert overrides.sandbox == config.Sandbox(read=(str(tmp_path), "/srv"), write=(str(tmp_path / "out"),),
+    assert overrides.sandbox == model.Sandbox(read=(str(tmp_path), "/srv"), write=(str(tmp_path / "out"),),
                                                network=True, required=True)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
+from mcpwrap.config import content, model, tools
 from mcpwrap.config import load as config
 
 SCHEMA = json.loads((Path(config.__file__).parent / "tools-file.schema.json").read_text())
@@ -49,7 +50,7 @@ def test_a_file_with_resources_and_prompts_only() -> None:
     assert log.uri is None and log.tool is not None and log.completers == {"branch": ("git", "branch")}
     assert (log.cache_ttl_ms, log.cache_scope) == (5000, "public")
     prompt = cfg.prompts[0]
-    assert prompt.arg("branch") == config.PromptArg("branch", True, examples=("main",))
+    assert prompt.arg("branch") == model.PromptArg("branch", True, examples=("main",))
     assert [m.role for m in prompt.messages] == ["user", "assistant", "user"]
     assert not list(Draft202012Validator(SCHEMA).iter_errors(__import__("tomllib").loads(GOOD)))
     assert load("[spool]\nquota = 0\n[tools.t]\ncommand = [\"true\"]\n").spool.quota == 0
@@ -82,9 +83,9 @@ def test_located_problems(text: str, expected: str) -> None:
 
 def test_schema_file_lists_the_new_keys() -> None:
     defs = SCHEMA["$defs"]
-    assert set(defs["resource"]["properties"]) == config.RESOURCE_KEYS
-    assert set(defs["prompt"]["properties"]) == config.PROMPT_KEYS
-    assert set(defs["promptArg"]["properties"]) == config.PROMPT_ARG_KEYS
-    assert set(defs["message"]["properties"]) == config.MESSAGE_KEYS
-    assert set(SCHEMA["properties"]["spool"]["properties"]) == config.SPOOL_KEYS
-    assert set(defs["resourceArg"]["propertyNames"]["enum"]) == config.ARG_KEYS | {"complete"}
+    assert set(defs["resource"]["properties"]) == content.RESOURCE_KEYS
+    assert set(defs["prompt"]["properties"]) == content.PROMPT_KEYS
+    assert set(defs["promptArg"]["properties"]) == content.PROMPT_ARG_KEYS
+    assert set(defs["message"]["properties"]) == content.MESSAGE_KEYS
+    assert set(SCHEMA["properties"]["spool"]["properties"]) == content.SPOOL_KEYS
+    assert set(defs["resourceArg"]["propertyNames"]["enum"]) == tools.ARG_KEYS | {"complete"}

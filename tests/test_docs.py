@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from mcpwrap.config import content, tools
 from mcpwrap.config import load as config_module
 
 ROOT = Path(__file__).parent.parent
@@ -93,9 +94,9 @@ def test_man_page_documents_every_command_and_option() -> None:
 
 def test_man_page_documents_every_tools_file_key() -> None:
     text = (ROOT / "man" / "mcpwrap-tools.5").read_text()
-    keys = (config_module.SERVER_KEYS | config_module.TOOL_KEYS | config_module.ARG_OWN_KEYS
-            | config_module.SPOOL_KEYS | config_module.RESOURCE_KEYS | config_module.PROMPT_KEYS
-            | config_module.PROMPT_ARG_KEYS | config_module.MESSAGE_KEYS)
+    keys = (config_module.SERVER_KEYS | tools.TOOL_KEYS | tools.ARG_OWN_KEYS
+            | content.SPOOL_KEYS | content.RESOURCE_KEYS | content.PROMPT_KEYS
+            | content.PROMPT_ARG_KEYS | content.MESSAGE_KEYS)
     documented = set(re.findall(r'^\.BR ([a-z_]+) " \(', text, re.M))    # .BR key " (type)"
     assert r'.BR args.\fINAME\fP " (table)"' in text
     assert not (keys - {"args"}) - documented, sorted((keys - {"args"}) - documented)

@@ -53,10 +53,11 @@ def test_schema_blind_spots_are_real_fixtures() -> None:
 
 def test_schema_knows_every_key() -> None:
     from mcpwrap.config import load as config
+    from mcpwrap.config import tools
 
     doc = json.loads(mcpwrap("schema").stdout)
     assert set(doc["properties"]["server"]["properties"]) == config.SERVER_KEYS
-    assert set(doc["$defs"]["tool"]["properties"]) == config.TOOL_KEYS
+    assert set(doc["$defs"]["tool"]["properties"]) == tools.TOOL_KEYS
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

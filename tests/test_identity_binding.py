@@ -30,7 +30,9 @@ from typing import Any
 
 import pytest
 
+from mcpwrap.tasks import index as task_index
 from mcpwrap.tasks import store as tasks
+from mcpwrap.tasks.views import public_json
 from mcpwrap.protocol.tasking import TaskLookupError
 from tests.harness import MODERN, Server, modern_meta, until
 from tests.httpharness import Answer, HttpServer, modern_headers
@@ -233,7 +235,7 @@ def test_the_store_binds_each_task_to_its_principal(tmp_path: Path) -> None:
     made = [(who, create(who)) for _ in range(4) for who in (a, b)]
     record = store.read(made[0][1])
     assert record is not None and record.principal == a.principal and TOKEN_A not in json.dumps(
-        tasks.public_json(record))
+        public_json(record))
     assert tasks.record_mac(record, b"k" * 32) == record.mac
     assert tasks.record_mac(replace(record, principal=b.principal), b"k" * 32) != record.mac   # the MAC covers it
     for task_id in (made[0][1], UNKNOWN_TASK):
@@ -266,7 +268,7 @@ def test_old_records_and_indexes_stay_readable(tmp_path: Path) -> None:
     doc = json.loads(path.read_bytes())
     del doc["principal"]
     path.write_text(json.dumps(doc))
-    (store.root / tasks.INDEX).unlink()
+    (store.root / task_index.INDEX).unlink()
     assert [r.task_id for r in store.page(None, 10, identity.LOCAL)[0]] == [record.task_id]
     assert store.get(record.task_id, identity.LOCAL).principal is None
 
@@ -325,13 +327,13 @@ def test_an_index_built_while_a_task_is_being_created_lists_it_once(tmp_path: Pa
                             digest="0" * 64, snapshot=None, key=b"k" * 32).task_id
 
     first = create()
-    (store.root / tasks.INDEX).unlink()           # an index of the earlier format, or none yet
-    append = store._append
+    (store.root / task_index.INDEX).unlink()           # an index of the earlier format, or none yet
+    append = store.index.append
 
     def raced(record: Any) -> None:
         tasks.Store(store.root).records()         # another process reads the store: it builds the index
         append(record)
 
-    monkeypatch.setattr(store, "_append", raced)
+    monkeypatch.setattr(store.index, "append", raced)
     second = create()
     assert [r.task_id for r in tasks.Store(store.root).records()] == [first, second]

@@ -343,15 +343,15 @@ def test_an_evicted_sandbox_policy_still_serves_the_call_that_holds_it(monkeypat
 
     import trio
 
-    from mcpwrap.config import load as config_module
+    from mcpwrap.config import model, tools
     from mcpwrap.run import confine
 
     monkeypatch.setattr(confine.Sandboxed, "KEPT", 1)
     monkeypatch.setattr(confine.Sandboxed, "_cache", {})
 
-    def policy(extra: str) -> config_module.Sandbox:
-        return config_module.Sandbox(read=(*config_module.SYSTEM_READ, str(tmp_path / extra)),
-                                     write=config_module.SYSTEM_WRITE, network=False, required=True)
+    def policy(extra: str) -> model.Sandbox:
+        return model.Sandbox(read=(*tools.SYSTEM_READ, str(tmp_path / extra)),
+                             write=tools.SYSTEM_WRITE, network=False, required=True)
 
     async def main() -> None:
         held = confine.Sandboxed.of(policy("a"))

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import trio
 
 from mcpwrap.config import load as config
+from mcpwrap.config import reader as config_reader
 from mcpwrap.config import schema
 from mcpwrap.serve import front
 from mcpwrap.serve import stdio as server_module
@@ -103,7 +104,7 @@ def test_a_fragment_vouched_for_by_an_earlier_one_gets_the_verdict_a_fresh_check
     variant = dict(fragment)
     for name, value in changes:
         variant[name] = value
-    reader = config._Reader(Path("t.toml"), "")
+    reader = config_reader.Reader(Path("t.toml"), "")
     reader.schemas.add(("a",), fragment)
     reader.check_schemas_now()
     before = len(reader.problems)
@@ -118,7 +119,7 @@ def test_shared_fragments_are_checked_once_and_a_good_file_is_not_scanned(
     checked: list[Any] = []
     real = schema.schema_problem
     monkeypatch.setattr(schema, "schema_problem", lambda key, schema: checked.append(schema) or real(key, schema))
-    monkeypatch.setattr(config, "_Locator", None)            # calling it would fail: nothing needs a position
+    monkeypatch.setattr(config_reader, "_Locator", None)            # calling it would fail: nothing needs a position
     text = "".join(f'[tools.t{i}]\ncommand = ["echo", "{{a}}"]\n'
                    f'args.a = {{ type = "string", description = "argument of tool {i}", maxLength = 9 }}\n'
                    f'args.b = {{ type = "integer", default = {i % 3} }}\n' for i in range(100))

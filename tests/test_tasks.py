@@ -33,6 +33,7 @@ from referencing.jsonschema import DRAFT202012
 
 from mcpwrap.config import load as config
 from mcpwrap.state import signing
+from mcpwrap.tasks import index as task_index
 from mcpwrap.tasks import store as tasks
 from mcpwrap.tasks import supervisor
 from mcpwrap.protocol import tasking
@@ -493,15 +494,15 @@ def test_creation_never_collects_and_a_pass_collects_within_its_budget(
         assert sum(store.path(i).exists() for i in expired) == left
         assert store.maybe_gc() == 0                        # not due again within GC_INTERVAL_S
         os.utime(marker, (0, 0))
-    indexed = (store.root / tasks.INDEX).read_bytes()
-    assert len(indexed) == tasks.ENTRY and kept.encode() in indexed
+    indexed = (store.root / task_index.INDEX).read_bytes()
+    assert len(indexed) == task_index.ENTRY and kept.encode() in indexed
     assert [r.task_id for r in store.records()] == [kept]
 
 
 def test_the_index_follows_the_records(tmp_path: Path) -> None:
     store = tasks.Store(tmp_path / "store")
     ids = [new_record(store).task_id for _ in range(5)]
-    index = store.root / tasks.INDEX
+    index = store.root / task_index.INDEX
     index.unlink()                        # a store written before the index existed
     assert [r.task_id for r in tasks.Store(store.root).records()] == ids
     with index.open("ab") as f:
@@ -509,7 +510,7 @@ def test_the_index_follows_the_records(tmp_path: Path) -> None:
     ids.append(new_record(store).task_id)
     assert [r.task_id for r in store.records()] == ids
     orphan = new_record(store).task_id    # its creator was killed between the record and its entry
-    index.write_bytes(index.read_bytes()[:-tasks.ENTRY])
+    index.write_bytes(index.read_bytes()[:-task_index.ENTRY])
     assert [r.task_id for r in store.records()] == ids
     store.gc()
     assert [r.task_id for r in store.records()] == ids   # a fresh record may still get its entry
@@ -717,7 +718,7 @@ def test_expired_tasks_are_collected_once_a_later_task_ends(env: Env) -> None:
     task_id = legacy_create(server, "always")
     until(lambda: legacy_get(server, task_id)["status"] == "completed", what="completion")
     until(lambda: not any(env.store.path(i).exists() for i in expired), what="the expired tasks to go")
-    index = env.store.root / tasks.INDEX
+    index = env.store.root / task_index.INDEX
     until(lambda: index.read_bytes().count(b"\n") == 2, what="the index to lose them too")
     assert env.store.path(live).exists() and env.store.path(task_id).exists()
 

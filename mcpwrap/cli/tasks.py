@@ -16,7 +16,7 @@ from mcpwrap.cli.output import ProgressLine, write_binary
 
 
 def tasks_list(file: str, state_dir: str | None, as_json: bool) -> None:
-    from mcpwrap.tasks import store as tasks
+    from mcpwrap.tasks import views as tasks
 
     records = sorted(_task_store(file, state_dir).records(), key=lambda r: (r.created_at, r.task_id))
     if as_json:
@@ -32,7 +32,7 @@ def tasks_list(file: str, state_dir: str | None, as_json: bool) -> None:
 
 
 def tasks_show(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
-    from mcpwrap.tasks import store as tasks
+    from mcpwrap.tasks import views as tasks
 
     store, task_id = _find_task(where, task_id, state_dir)
     record = _task_record(store, task_id)
@@ -50,7 +50,7 @@ def tasks_result(where: str, task_id: str | None, state_dir: str | None, wait: b
 
 def tasks_cancel(where: str, task_id: str | None, state_dir: str | None, as_json: bool) -> None:
     from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
-    from mcpwrap.tasks import store as tasks
+    from mcpwrap.tasks import views as tasks
 
     store, task_id = _find_task(where, task_id, state_dir)
     try:

@@ -11,20 +11,8 @@ Ids are `tasking.new_id()` (128 random bits, never a leading `-`) and are
 matched against a strict pattern before any path is built from them: they
 come from the client. `tasks/get` opens one record.
 
-Index: `index.2` lists the tasks in creation order, one fixed-width line each
-(key, expiry, a 32-bit tag of the creator's principal, id; `ENTRY` bytes), so
-`tasks/list` pages cost the page: a cursor names the last entry shown (key,
-position, id), the next page starts right after it (a binary search on the
-increasing keys when a rewrite moved it), and only the records shown are
-opened; expired entries and other principals' are skipped by the index alone. Chosen over the alternatives: a directory listing costs the
-store on every page, id prefixes ordered by time would change the id format
-clients and the CLI already hold, SQLite is a second source of truth that a
-crash can disagree with. The records stay the truth: the record is written
-(durably) before its entry is appended (under an flock on the store
-directory, not synced), and a collection pass re-adds a record the index
-misses and drops entries whose record is gone; a store written before the
-index existed (or before `index.2`) gets one on first use, and a creator whose
-record such a build already indexed does not append it again.
+Index: `index.2` lists the tasks in creation order so that `tasks/list` pages cost the
+page, not the store (`tasks.index`); the records stay the truth it is derived from.
 
 Collection: `gc` removes expired tasks, rewrites the index and clears stale
 leftovers. Nothing on a request path runs it: each supervisor, once its task's
@@ -92,6 +80,7 @@ from mcpwrap.protocol.tasking import (
 from mcpwrap.run.procfs import proc_stat
 from mcpwrap.state import signing
 from mcpwrap.state.durable import open_private, private_dir, private_tree, write_atomic
+from mcpwrap.tasks.index import OLD_INDEX, Index, entries, resume, tag
 
 RECORD_VERSION = 1
 RESULT_POLL_S = 0.1          # tasks/result and `tasks result --wait`
@@ -100,9 +89,6 @@ GC_INTERVAL_S = 60.0         # a supervisor's collection pass, at most this ofte
 GC_BUDGET = 1000             # expired tasks one pass removes at most
 STALE_FILE_S = 3600.0        # leftover temp/lock/log files older than this go
 STALE_ENTRY_S = 60.0         # an index entry without a record (or a record without one) this old is repaired
-INDEX = "index.2"            # the creation-ordered index of the store (see Store.page)
-ENTRY = 63                   # bytes per index entry
-OLD_INDEX = "index"          # the index before principals (no owner tag): a collection pass removes it
 GC_MARKER = ".gc"            # its mtime: the last collection pass; its flock: one pass at a time
 MAX_RUNNING = 16             # tasks running at once per store (`--max-tasks`)
 _FIELDS = {f.name for f in fields(TaskRecord)}
@@ -168,6 +154,7 @@ class Store:
     def __init__(self, root: Path, clock: Callable[[], float] = time.time) -> None:
         self.root, self.clock = Path(root).absolute(), clock   # the supervisor's cwd may differ
         self.running = self.root / "running"
+        self.index = Index(self.root, self.open_file, self.ids, self._readable)
         self._checked = False
 
     def ready(self, create: bool = False) -> bool:
@@ -216,105 +203,16 @@ class Store:
         record = replace(record, mac=record_mac(record, key))
         write_atomic(self.path(record.task_id), _encode(record), exclusive=True)
         try:
-            self._append(record)
+            self.index.append(record)
         except BaseException:
             self.path(record.task_id).unlink(missing_ok=True)
             raise
         return record
 
-    # --- the index: creation order, for pages that cost what they show --------------------
-    @contextlib.contextmanager
-    def _index_locked(self) -> Iterator[None]:
-        """Appends and rewrites of the index, one at a time: an flock on the store directory
-        itself (its inode never changes, unlike the index's, which a rewrite replaces)."""
-        fd = private_dir(self.root, create=False)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
-    def _append(self, record: TaskRecord) -> None:
-        """Add the record's entry with a key above every key in the index. Not synced: the index
-        is derived from the records, and a pass of `gc` re-adds what a crash lost."""
-        with self._index_locked():
-            try:
-                fd = self.open_file(self.root / INDEX, os.O_RDWR)
-            except FileNotFoundError:
-                if set(self.ids()) - {record.task_id}:
-                    self._build_index()   # records of an earlier version: all of them, this one included
-                    return
-                fd = self.open_file(self.root / INDEX, os.O_RDWR | os.O_CREAT)
-            try:
-                size = os.fstat(fd).st_size
-                if size % ENTRY:              # a torn entry from a crash: every later one would be misaligned
-                    size -= size % ENTRY
-                    os.ftruncate(fd, size)
-                if _indexed(fd, size, record):
-                    return                    # another process built the index after this record was written
-                last = _parse_entry(os.pread(fd, ENTRY, size - ENTRY)) if size else None
-                key = max(int(record.created_at * 1_000_000), last[0] + 1 if last else 0)
-                os.pwrite(fd, _entry(key, record), size)
-            finally:
-                os.close(fd)
-
-    def _open_index(self) -> int:
-        """The index as a checked fd. A store with records but no index (written by an earlier
-        version) gets one first. FileNotFoundError: no store, or nothing in it."""
-        try:
-            return self.open_file(self.root / INDEX)
-        except FileNotFoundError:
-            if not self.ids():
-                raise
-        with self._index_locked():
-            try:
-                return self.open_file(self.root / INDEX)
-            except FileNotFoundError:
-                self._build_index()
-        return self.open_file(self.root / INDEX)
-
-    def _build_index(self) -> None:
-        """The index of every record, in creation order (the caller holds the index lock)."""
-        records = sorted((r for i in self.ids() if (r := self._readable(i)) is not None),
-                         key=lambda r: (r.created_at, r.task_id))
-        entries, key = [], 0
-        for record in records:
-            key = max(int(record.created_at * 1_000_000), key + 1)
-            entries.append(_entry(key, record))
-        write_atomic(self.root / INDEX, b"".join(entries))
-
     def _readable(self, task_id: str) -> TaskRecord | None:
         with contextlib.suppress(ValueError, OSError):
             return self.read(task_id)
         return None
-
-    def _entries(self, fd: int, start: int) -> Iterator[tuple[int, int, int, int, str]]:
-        """(position, key, expiry in ms, owner tag, id) from entry `start` on, a few pages at a time."""
-        position = start
-        while chunk := os.pread(fd, ENTRY * 64, position * ENTRY):
-            for offset in range(0, len(chunk) - ENTRY + 1, ENTRY):
-                parsed = _parse_entry(chunk[offset:offset + ENTRY])
-                if parsed is not None:
-                    yield (position, *parsed)
-                position += 1
-            if len(chunk) < ENTRY * 64:
-                return
-
-    def _resume(self, fd: int, key: int, position: int, task_id: str) -> int:
-        """Where the page after (key, position, id) starts: that entry's successor, found at
-        `position` unless a rewrite moved it, else by binary search (keys only increase)."""
-        low, high = 0, os.fstat(fd).st_size // ENTRY
-        at = _parse_entry(os.pread(fd, ENTRY, position * ENTRY)) if position < high else None
-        if at is not None and at[0] == key and at[3] == task_id:
-            return position + 1
-        while low < high:
-            middle = (low + high) // 2
-            entry = _parse_entry(os.pread(fd, ENTRY, middle * ENTRY))
-            if entry is not None and entry[0] > key:
-                high = middle
-            else:
-                low = middle + 1
-        return low
 
     @contextlib.contextmanager
     def _flocked(self, path: Path) -> Iterator[None]:
@@ -446,12 +344,12 @@ class Store:
         after = tasking.decode_cursor(cursor) if cursor is not None else None   # -32602 before any I/O
         chosen: list[TaskRecord] = []
         try:
-            fd = self._open_index()
+            fd = self.index.open()
         except FileNotFoundError:
             return [], None
         try:
             last: tuple[int, int] = (0, 0)
-            for position, key, record in self._live(fd, self._resume(fd, *after) if after else 0, principal):
+            for position, key, record in self._live(fd, resume(fd, *after) if after else 0, principal):
                 if len(chosen) == max(1, size):
                     return chosen, tasking.encode_cursor(last[1], last[0], chosen[-1].task_id)
                 chosen.append(record)
@@ -465,9 +363,9 @@ class Store:
         on that has neither expired (by the index alone) nor gone; a dead supervisor's task is
         reported failed on the way. Another's task is skipped by its entry's tag, unopened (a tag
         that collides is caught by `get`)."""
-        wanted = None if principal is None else _tag(principal)
-        for position, key, expires_ms, tag, task_id in self._entries(fd, start):
-            if expires_ms <= self.clock() * 1000 or wanted not in (None, tag):
+        wanted = None if principal is None else tag(principal)
+        for position, key, expires_ms, owner, task_id in entries(fd, start):
+            if expires_ms <= self.clock() * 1000 or wanted not in (None, owner):
                 continue
             with contextlib.suppress(TaskLookupError, ValueError, OSError):
                 yield position, key, self.get(task_id, principal)
@@ -475,7 +373,7 @@ class Store:
     def records(self) -> list[TaskRecord]:
         """Every live task, oldest first."""
         try:
-            fd = self._open_index()
+            fd = self.index.open()
         except FileNotFoundError:
             return []
         try:
@@ -509,27 +407,29 @@ class Store:
         if not self.ready():
             return 0
         try:
-            fd = self._open_index()
+            fd = self.index.open()
         except FileNotFoundError:
             return 0
         try:
             now_ms = self.clock() * 1000
-            expired = [task_id for _, _, expires_ms, _, task_id in self._entries(fd, 0) if expires_ms <= now_ms]
+            expired = [task_id for _, _, expires_ms, _, task_id in entries(fd, 0) if expires_ms <= now_ms]
         finally:
             os.close(fd)
         removed = 0
         for task_id in expired[:budget]:
             with contextlib.suppress(ValueError, OSError):
                 removed += self.remove(task_id)
-        self._rewrite_index(set(expired))
+        young = time.time() - STALE_ENTRY_S
+        stored, recent = self._sweep(young)
+        self.index.rewrite(stored, recent, set(expired), young)
         return removed
 
-    def _rewrite_index(self, expired: set[str]) -> None:
-        """Drop entries whose record is gone, add records the index misses, and clean up leftovers.
-        Unless it has expired, an entry or a record younger than STALE_ENTRY_S is left alone: its
-        creator may be between writing the record and appending the entry."""
+    def _sweep(self, young: float) -> tuple[set[str], set[str]]:
+        """The ids with a record, and those of them written after `young`; on the way, temporary
+        files older than STALE_FILE_S go, the index of the earlier format, and the lock and log
+        files of tasks that are gone."""
         stored, recent = set(), set()
-        cutoff, young = time.time() - STALE_FILE_S, time.time() - STALE_ENTRY_S
+        cutoff = time.time() - STALE_FILE_S
         for entry in os.scandir(self.root):
             name, stem = entry.name, entry.name.rsplit(".", 1)[0]
             with contextlib.suppress(OSError):
@@ -544,25 +444,7 @@ class Store:
             with contextlib.suppress(OSError):
                 if entry.name.endswith((".lock", ".log")) and stem not in stored and entry.stat().st_mtime < cutoff:
                     os.unlink(entry.path)
-        with self._index_locked():
-            fd = self.open_file(self.root / INDEX)
-            try:
-                entries = list(self._entries(fd, 0))
-                raw = os.pread(fd, os.fstat(fd).st_size, 0)
-            finally:
-                os.close(fd)
-            indexed = {task_id for *_, task_id in entries}
-            young_key = int(young * 1_000_000)
-            kept = [raw[p * ENTRY:(p + 1) * ENTRY] for p, key, _, _, task_id in entries
-                    if task_id in stored or (key >= young_key and task_id not in expired)]
-            missed = sorted((r for i in stored - indexed - recent if (r := self._readable(i)) is not None),
-                            key=lambda r: (r.created_at, r.task_id))
-            key = max((k for _, k, *_ in entries), default=0)
-            for record in missed:
-                key += 1
-                kept.append(_entry(key, record))
-            if len(kept) != len(entries) or missed or len(raw) != len(entries) * ENTRY:
-                write_atomic(self.root / INDEX, b"".join(kept))
+        return stored, recent
 
     def maybe_gc(self) -> int:
         """`gc(GC_BUDGET)` at most every GC_INTERVAL_S per store, by one process at a time."""
@@ -584,38 +466,8 @@ class Store:
             os.close(fd)
 
 
-def _indexed(fd: int, size: int, record: TaskRecord) -> bool:
-    """Whether the index already holds the record. Keys only increase and none is below its
-    creator's creation time, so its entry can only be in the tail keyed at or after the record's
-    creation: the entries of tasks created since, a handful, are all this reads."""
-    floor, position = int(record.created_at * 1_000_000), size // ENTRY - 1
-    while position >= 0 and (entry := _parse_entry(os.pread(fd, ENTRY, position * ENTRY))) and entry[0] >= floor:
-        if entry[3] == record.task_id:
-            return True
-        position -= 1
-    return False
 
 
-def _tag(principal: str | None) -> int:
-    """32 bits that tell most principals' index entries apart without opening their records."""
-    return int.from_bytes(hashlib.sha256((principal or identity.LOCAL).encode()).digest()[:4], "big")
-
-
-def _entry(key: int, record: TaskRecord) -> bytes:
-    """One index line, ENTRY bytes: creation key (µs, unique, increasing), expiry (ms), owner tag, id."""
-    return f"{key:016x} {int(record.expires_at * 1000):012x} {_tag(record.principal):08x} {record.task_id:<23}\n".encode()
-
-
-def _parse_entry(raw: bytes) -> tuple[int, int, int, str] | None:
-    """(key, expiry in ms, owner tag, id), or None for anything that is not a whole, well-formed entry."""
-    if len(raw) != ENTRY or raw[-1:] != b"\n":
-        return None
-    try:
-        key, expires_ms, tag = int(raw[:16], 16), int(raw[17:29], 16), int(raw[30:38], 16)
-        task_id = raw[39:62].decode().rstrip(" ")
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return (key, expires_ms, tag, task_id) if valid_id(task_id) else None
 
 
 def _summary(result: Mapping[str, Any]) -> str:
@@ -631,51 +483,3 @@ def kill_leftovers(task_id: str) -> None:
     from mcpwrap.run import contain, process as runner
 
     contain.kill_tagged(runner.TASK_ENV, [task_id])
-
-
-# --- `mcpwrap tasks ...` views ------------------------------------------------------------
-def public_json(record: TaskRecord) -> dict[str, Any]:
-    """The record for people and scripts (`--json`): no snapshot, times in RFC 3339."""
-    return {"taskId": record.task_id, "status": record.status, "statusMessage": record.status_message,
-            "tool": record.tool, "arguments": record.arguments, "createdAt": tasking.iso(record.created_at),
-            "lastUpdatedAt": tasking.iso(record.updated_at), "expiresAt": tasking.iso(record.expires_at),
-            "ttlMs": record.ttl_ms, "pollIntervalMs": record.poll_ms, "progress": record.progress,
-            "supervisorPid": record.supervisor_pid, "toolsFile": record.tools_file,
-            "result": record.result, "error": record.error}
-
-
-def display_status(record: TaskRecord) -> str:
-    return "completed (error)" if record.status == "completed" and record.is_error else record.status
-
-
-def table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
-
-
-def local_time(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
-def describe(record: TaskRecord, store: Store) -> str:
-    """`mcpwrap tasks show`: one aligned key/value block."""
-    rows = [["task", record.task_id], ["status", display_status(record)],
-            ["message", record.status_message or ""], ["tool", record.tool],
-            ["arguments", orjson.dumps(record.arguments).decode()], ["created", local_time(record.created_at)],
-            ["updated", local_time(record.updated_at)], ["expires", local_time(record.expires_at)]]
-    if record.progress:
-        p = record.progress
-        figures = f"{p['progress']:g}" + (f"/{p['total']:g}" if p.get("total") is not None else "")
-        line = p.get("message") or ""
-        rows.append(["progress", figures if figures in line else f"{figures} {line}".rstrip()])
-    if record.supervisor_pid is not None:
-        alive = process_start(record.supervisor_pid) == record.supervisor_start
-        rows.append(["supervisor", f"pid {record.supervisor_pid} ({'running' if alive else 'exited'})"])
-    if record.result is not None:
-        rows.append(["exit code", str(record.result.get("exitCode"))])
-    if record.error is not None:
-        rows.append(["error", f"{record.error.get('code')} {record.error.get('message')}"])
-    log = store.path(record.task_id, ".log")
-    if log.exists():
-        rows.append(["log", str(log)])
-    return table(rows)
