@@ -79,7 +79,8 @@ class CancelTimer:
 
 @dataclass(frozen=True)
 class TaskOp:
-    """A task-store operation; `tasks.perform` reports back through the `Core.task_*` methods.
+    """A task-store operation; the driver performs it and hands what it found (a `TaskOutcome`
+    value) to `Core.task_done`.
 
     `watch` follows a task this process created, for the legacy session's status notifications.
     """
@@ -89,6 +90,7 @@ class TaskOp:
     tool: Tool | None = None
     arguments: dict[str, Any] | None = None
     cursor: str | None = None
+    ttl_ms: int | None = None             # create: the ttl granted (the client's, clamped to the tool's)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcpwrap.config.model import Tool
-from mcpwrap.protocol import asking, jsonrpc, modern
+from mcpwrap.protocol import asking, jsonrpc, modern, tasking
 from mcpwrap.protocol.actions import Action, CancelTimer, Context, Send, StartCall, StartTimer, TaskOp
 from mcpwrap.protocol.jsonrpc import Response
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
@@ -73,7 +73,8 @@ def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
         _consume(core, *pending.state)
     core.inflight[ctx.id] = ctx
     if pending.as_task:
-        return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments)]
+        return [TaskOp(ctx, "create", tool=pending.tool, arguments=pending.arguments,
+                       ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool))]
     return [StartCall(ctx, pending.tool, pending.arguments)]
 
 
