@@ -17,8 +17,8 @@ from mcpwrap.protocol.actions import (CancelCall, CancelTimer, Once, ResolvePath
                                       TaskOp)
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
+from mcpwrap.protocol.task_requests import TaskFound, TaskNotFound
 from mcpwrap.protocol.tasking import TaskRecord
-from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Text, ToolResult
 from tests import mcpschema
 from tests.harness import modern_meta
@@ -430,8 +430,8 @@ def test_task_operations_in_a_batch_answer_inside_it() -> None:
     ops = {a.ctx.id: a for a in actions if isinstance(a, TaskOp)}
     assert sent(actions) == [] and sorted(ops) == [1, 3]
     record = TaskRecord("t1", "working", "job", {}, 1000.0, 1000.0, 60000, 1000, "/tmp/core.toml", "d")
-    assert core.task_status(ops[1].ctx, record) == []
-    array = sent(core.call_failed(ops[3].ctx, ProtocolError(-32602, "no such task")))
+    assert core.task_done(ops[1], TaskFound(record)) == []
+    array = sent(core.task_done(ops[3], TaskNotFound("no such task")))
     assert len(array) == 1 and [m["id"] for m in array[0]] == [2, 1, 3]
 
 

@@ -28,8 +28,8 @@ from mcpwrap.protocol.actions import Complete, GetPrompt, ReadResource, Send, St
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.resources import OutputPage
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
+from mcpwrap.protocol.task_requests import TaskFound, TaskNotFound
 from mcpwrap.protocol.tasking import TaskRecord, new_id
-from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Resource as Contents
 from mcpwrap.result import Text, ToolResult
 from mcpwrap.protocol.pages import Page
@@ -231,9 +231,9 @@ def _settle(core: Core, action: Any) -> list[Any]:
         return core.call_done(action.ctx, ToolResult(content=(Text("ok"),)))
     if isinstance(action, TaskOp) and action.op == "create":
         assert action.tool is not None
-        return core.task_created(action.ctx, _record(action.tool.name))
+        return core.task_done(action, TaskFound(_record(action.tool.name)))
     if isinstance(action, TaskOp) and action.op != "watch":
-        return core.call_failed(action.ctx, ProtocolError(-32602, "Failed to retrieve task: Task not found"))
+        return core.task_done(action, TaskNotFound("Task not found"))
     if isinstance(action, ReadResource):
         if isinstance(action.target, OutputPage):
             return core.resource_read(action.ctx, action.target, Page(b"page", action.target.offset, 10))

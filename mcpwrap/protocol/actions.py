@@ -99,7 +99,8 @@ class CancelTimer:
 
 @dataclass(frozen=True)
 class TaskOp:
-    """A task-store operation; `tasks.perform` reports back through the `Core.task_*` methods.
+    """A task-store operation; the driver performs it and hands what it found (a `TaskOutcome`
+    value) to `Core.task_done`.
 
     `watch` follows a task this process created, for the legacy session's status notifications.
     """
@@ -110,6 +111,7 @@ class TaskOp:
     arguments: dict[str, Any] | None = None
     cursor: str | None = None
     once: Once | None = None              # "create" from an accepted requestState: as `StartCall.once`
+    ttl_ms: int | None = None             # create: the ttl granted (the client's, clamped to the tool's)
 
 
 @dataclass(frozen=True)

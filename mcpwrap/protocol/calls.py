@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcpwrap.config.model import Tool
-from mcpwrap.protocol import asking, jsonrpc, modern
-from mcpwrap.protocol.actions import (Action, CancelTimer, Context, ResolvePaths, Send, StartCall, StartTimer,
+from mcpwrap.protocol import asking, jsonrpc, modern, tasking
+from mcpwrap.protocol.actions import (Action, CancelTimer, Context, ResolvePaths, Send, StartCall, StartTimer, Stderr,
                                       TaskOp)
 from mcpwrap.protocol.jsonrpc import Response
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
@@ -78,7 +78,8 @@ def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
         core.resolving[ctx.id] = pending
         return [ResolvePaths(ctx, pending.tool, step.arguments)]
     if pending.as_task:
-        return [TaskOp(ctx, "create", tool=pending.tool, arguments=step.arguments, once=pending.state)]
+        return [TaskOp(ctx, "create", tool=pending.tool, arguments=step.arguments, once=pending.state,
+                       ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool))]
     return [StartCall(ctx, pending.tool, step.arguments, pending.state)]
 
 
@@ -90,13 +91,16 @@ def resolved(core: ServerState, ctx: Context, resolution: asking.Resolution) -> 
     return _carry_on(core, pending, replace(pending, resolution=resolution))
 
 
-def once_refused(outcome: bool | OSError) -> ProtocolError:
-    """Why a call (or task) from an accepted requestState did not start: the ledger could not keep the
+def once_refused(core: ServerState, ctx: Context, spent: bool | OSError) -> list[Action]:
+    """A call (or task) from an accepted requestState did not start: the ledger could not keep the
     record of its nonce (an OSError; `LedgerError` is one), or the nonce was used already."""
-    if isinstance(outcome, OSError):
-        return ProtocolError(-32603, "the requestState could not be recorded as used; nothing ran",
-                             diagnostic=str(outcome))
-    return ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
+    if isinstance(spent, OSError):
+        error = ProtocolError(-32603, "the requestState could not be recorded as used; nothing ran",
+                              diagnostic=str(spent))
+    else:
+        error = ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
+    answer = [core.error_reply(ctx, error)] if core.settled(ctx) else []
+    return [*answer, Stderr(f"mcpwrap: request {ctx.id!r} rejected: {error.diagnostic}", "warning")]
 
 
 def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:

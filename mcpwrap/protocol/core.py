@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 from mcpwrap.config.model import Config
 from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol import modern
-from mcpwrap.protocol.actions import Action, CancelCall, CancelTimer, Context, Send, Stderr, StopComplete
+from mcpwrap.protocol.actions import Action, CancelCall, CancelTimer, Context, Send, Stderr, StopComplete, TaskOp
 from mcpwrap.protocol.jsonrpc import Batch, Invalid, Notification, Request, RequestId, Response
 from mcpwrap.protocol.safety_net import bug_report, unexpected
 from mcpwrap.protocol.revisions import (CONTENT_METHODS, CORE_TASK_METHODS, EXTENSION_METHODS,
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from mcpwrap.config.model import Prompt
     from mcpwrap.protocol import asking
     from mcpwrap.protocol import resources
+    from mcpwrap.protocol.task_requests import TaskOutcome
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
     from mcpwrap.result import Resource as Contents
@@ -215,14 +216,13 @@ class Core(ServerState):
 
         return calls.resolved(self, ctx, resolution)
 
-    def once_refused(self, ctx: Context, outcome: bool | OSError) -> list[Action]:
-        """A `StartCall` or task "create" whose requestState nonce was used already (False) or could
-        not be recorded as used (the ledger's OSError): nothing ran, the request gets the error."""
+    @_answers
+    def once_refused(self, ctx: Context, spent: bool | OSError) -> list[Action]:
+        """A `StartCall` whose requestState nonce was used already (False) or could not be recorded as
+        used (the ledger's OSError): nothing ran, the request gets the error."""
         from mcpwrap.protocol import calls
 
-        error = calls.once_refused(outcome)
-        return [*self.call_failed(ctx, error), Stderr(f"mcpwrap: request {ctx.id!r} rejected: {error.diagnostic}",
-                                                      "warning")]
+        return calls.once_refused(self, ctx, spent)
 
     def progress(self, ctx: Context, progress: float, total: float | None, message: str | None) -> list[Action]:
         if ctx.progress_token is None or ctx.id not in self.inflight:
@@ -327,45 +327,15 @@ class Core(ServerState):
 
     # --- tasks: outcomes of TaskOps (store I/O happens in the driver) ----------------------
     @_answers
-    def task_created(self, ctx: Context, record: TaskRecord) -> list[Action]:
-        """The task handle; a legacy session also gets a watcher for its status notifications."""
+    def task_done(self, op: TaskOp, outcome: TaskOutcome) -> list[Action]:
+        """The answer to a task-store operation the driver performed, from what it found."""
         from mcpwrap.protocol import task_requests
 
-        return task_requests.created(self, ctx, record)
-
-    @_answers
-    def task_status(self, ctx: Context, record: TaskRecord) -> list[Action]:
-        from mcpwrap.protocol import task_requests
-
-        return task_requests.status(self, ctx, record)
-
-    @_answers
-    def task_cancelled(self, ctx: Context, record: TaskRecord, was_terminal: bool) -> list[Action]:
-        """2025-11-25 answers with the task (-32602 if it had finished); the extension only acks."""
-        from mcpwrap.protocol import task_requests
-
-        return task_requests.cancelled(self, ctx, record, was_terminal)
-
-    @_answers
-    def task_updated(self, ctx: Context) -> list[Action]:
-        return [self.reply(ctx, {})] if self.settled(ctx) else []   # mcpwrap never asks inside a task
-
-    @_answers
-    def task_page(self, ctx: Context, records: list[TaskRecord], next_cursor: str | None) -> list[Action]:
-        from mcpwrap.protocol import task_requests
-
-        return task_requests.page(self, ctx, records, next_cursor)
+        return task_requests.answer(self, op, outcome)
 
     def task_waiting(self, ctx: Context) -> bool:
         """Whether a blocked tasks/result still has a client waiting (not cancelled)."""
         return ctx.id in self.inflight
-
-    @_answers
-    def task_payload(self, ctx: Context, record: TaskRecord) -> list[Action]:
-        """tasks/result of a terminal task: the call's result (or error), unless the client cancelled."""
-        from mcpwrap.protocol import task_requests
-
-        return task_requests.payload(self, ctx, record)
 
     def task_changed(self, ctx: Context, previous: TaskRecord | None, current: TaskRecord) -> list[Action]:
         """A watched task moved: progress on the call's token, then notifications/tasks/status."""

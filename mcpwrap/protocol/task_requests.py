@@ -1,19 +1,65 @@
 """The tasks/* requests over a core's state, and their outcomes rendered per era.
 
-`request` turns a tasks/* request (2025-11-25's, or the 2026 tasks extension's) into a `TaskOp`:
-the task store's I/O happens in the driver, which hands the records back to the `Core` outcome
-methods that call the functions here (`tasking` renders the records).
+`request` turns a tasks/* request (2025-11-25's, or the 2026 tasks extension's) into a `TaskOp`.
+The driver performs it on the task store and hands back a `TaskOutcome` value, which `answer`
+(through `Core.task_done`) renders: the driver decides nothing about the protocol, and nothing
+here touches the store (`tasking` renders the records).
 """
 
 from __future__ import annotations
 
-from mcpwrap.protocol import jsonrpc, modern, tasking
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from mcpwrap.protocol import calls, jsonrpc, modern, tasking
 from mcpwrap.protocol.actions import Action, Context, Send, TaskOp
 from mcpwrap.protocol.server_state import ServerState
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.protocol.tools import ProtocolError, invalid_params
 
 ON_ONE_TASK = frozenset({"tasks/get", "tasks/result", "tasks/cancel", "tasks/update"})   # the rest: tasks/list
+
+
+@dataclass(frozen=True)
+class TaskFound:
+    """The task the operation created, read, cancelled or waited for (for `result`: terminal,
+    unless the client stopped waiting)."""
+    record: TaskRecord
+
+
+@dataclass(frozen=True)
+class TaskAlreadyEnded:
+    """A cancel found the task already finished."""
+    record: TaskRecord
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """A page of `tasks/list`, and the cursor of the next (None: the last page)."""
+    records: tuple[TaskRecord, ...]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class TaskNotFound:
+    """No such task for the requestor: unknown, another principal's or expired look alike on purpose."""
+    reason: str
+
+
+@dataclass(frozen=True)
+class TaskStoreFailed:
+    """The store could not do it (too many tasks running, or an I/O failure), said for the client."""
+    message: str
+
+
+@dataclass(frozen=True)
+class TaskOnceRefused:
+    """Nothing was created: the retry's requestState nonce was used already (False), or the ledger could
+    not record it as used (its OSError)."""
+    spent: bool | OSError
+
+
+TaskOutcome: TypeAlias = TaskFound | TaskAlreadyEnded | TaskPage | TaskNotFound | TaskStoreFailed | TaskOnceRefused
 
 
 def request(core: ServerState, ctx: Context) -> list[Action]:
@@ -29,11 +75,44 @@ def request(core: ServerState, ctx: Context) -> list[Action]:
     cursor = ctx.params.get("cursor")
     if cursor is not None and not isinstance(cursor, str):
         raise invalid_params("Invalid cursor")
+    if cursor is not None:
+        tasking.decode_cursor(cursor)     # -32602 here, before the driver opens the store
     core.inflight[ctx.id] = ctx
     return [TaskOp(ctx, "list", cursor=cursor)]
 
 
-def created(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action]:
+def answer(core: ServerState, op: TaskOp, outcome: TaskOutcome) -> list[Action]:
+    """The answer to a performed `TaskOp` (none once the client cancelled the request)."""
+    ctx = op.ctx
+    if isinstance(outcome, TaskOnceRefused):
+        return calls.once_refused(core, ctx, outcome.spent)
+    if isinstance(outcome, TaskNotFound):
+        return _error(core, ctx, tasking.lookup_error(outcome.reason))
+    if isinstance(outcome, TaskStoreFailed):
+        return _error(core, ctx, ProtocolError(-32603, outcome.message))
+    if isinstance(outcome, TaskPage):
+        return _page(core, ctx, list(outcome.records), outcome.next_cursor)
+    if isinstance(outcome, TaskAlreadyEnded):
+        return _cancelled(core, ctx, outcome.record, True)
+    record = outcome.record
+    if op.op == "create":
+        return _created(core, ctx, record)
+    if op.op == "get":
+        return _status(core, ctx, record)
+    if op.op == "cancel":
+        return _cancelled(core, ctx, record, False)
+    if op.op == "result":
+        return _payload(core, ctx, record)
+    if op.op == "update":
+        return [core.reply(ctx, {})] if core.settled(ctx) else []   # mcpwrap never asks inside a task
+    raise ValueError(f"unknown task operation {op.op!r}")
+
+
+def _error(core: ServerState, ctx: Context, error: ProtocolError) -> list[Action]:
+    return [core.error_reply(ctx, error)] if core.settled(ctx) else []
+
+
+def _created(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action]:
     """The task handle; a legacy session also gets a watcher for its status notifications."""
     if not core.settled(ctx):
         return []
@@ -45,13 +124,13 @@ def created(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action]
     return actions
 
 
-def status(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action]:
+def _status(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action]:
     if not core.settled(ctx):
         return []
     return [core.reply(ctx, tasking.modern_detailed(record, ctx.rev) if ctx.modern else tasking.legacy_task(record))]
 
 
-def cancelled(core: ServerState, ctx: Context, record: TaskRecord, was_terminal: bool) -> list[Action]:
+def _cancelled(core: ServerState, ctx: Context, record: TaskRecord, was_terminal: bool) -> list[Action]:
     """2025-11-25 answers with the task (-32602 if it had finished); the extension only acks."""
     if not core.settled(ctx):
         return []
@@ -62,11 +141,11 @@ def cancelled(core: ServerState, ctx: Context, record: TaskRecord, was_terminal:
     return [core.reply(ctx, tasking.legacy_task(record))]
 
 
-def page(core: ServerState, ctx: Context, records: list[TaskRecord], next_cursor: str | None) -> list[Action]:
+def _page(core: ServerState, ctx: Context, records: list[TaskRecord], next_cursor: str | None) -> list[Action]:
     return [core.reply(ctx, tasking.legacy_list(records, next_cursor))] if core.settled(ctx) else []
 
 
-def payload(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action]:
+def _payload(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action]:
     """tasks/result of a terminal task: the call's result (or error), unless the client cancelled."""
     if not core.settled(ctx):
         return []

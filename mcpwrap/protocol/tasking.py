@@ -140,8 +140,8 @@ def check_task_params(params: Mapping[str, Any]) -> None:
         raise invalid_params("'task' must be an object like {\"ttl\": <milliseconds>}")
 
 
-def lookup_error(error: TaskLookupError) -> ProtocolError:
-    return invalid_params(f"Failed to retrieve task: {error.reason}")
+def lookup_error(reason: str) -> ProtocolError:
+    return invalid_params(f"Failed to retrieve task: {reason}")
 
 
 def terminal_error(record: TaskRecord) -> ProtocolError:

@@ -40,6 +40,7 @@ from mcpwrap.config import load as config_module
 from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource,
                                       ResolvePaths, Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
 from mcpwrap.protocol.core import Core, bug_report
+from mcpwrap.protocol.task_requests import TaskOutcome, TaskStoreFailed
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
 from mcpwrap.run import process as runner
@@ -506,17 +507,17 @@ class Driver:
         with trio.CancelScope() as scope:
             if op.op == "result":
                 self.scopes[op.ctx.id] = scope      # notifications/cancelled for it ends the wait
+            outcome: TaskOutcome
             try:
-                actions = await tasks.perform(op, self.core, self.options.state_dir, self.options.secret_file,
+                outcome = await tasks.perform(op, self.core, self.options.state_dir, self.options.secret_file,
                                               self.options.max_tasks)
-            except ProtocolError as error:
-                actions = self.core.call_failed(op.ctx, error)
             except Exception as exc:
                 log("mcpwrap: task store error:\n" + traceback.format_exc(), "error")
-                actions = self.core.call_failed(op.ctx, ProtocolError(-32603, f"task store error: {exc}"))
+                outcome = TaskStoreFailed(f"task store error: {exc}")
             finally:
                 if op.op == "result":
                     self.scopes.pop(op.ctx.id, None)
+            actions = self.core.task_done(op, outcome)
             await self.outbox.room()
         if not scope.cancelled_caught:
             self.perform(actions)

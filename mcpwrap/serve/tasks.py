@@ -1,5 +1,6 @@
-"""The task-store effects of a server: a `TaskOp` carried out on the store, its outcome handed
-to the core to render; following a task for the legacy session's status notifications.
+"""The task-store effects of a server: a `TaskOp` carried out on the store, what it found returned
+as a `TaskOutcome` value for the core to render; following a task for the legacy session's status
+notifications.
 
 Store calls run off the event loop (`trio.to_thread`); the core decides, these only fetch.
 """
@@ -12,11 +13,11 @@ from typing import Any
 
 import trio
 
-from mcpwrap.protocol import tasking
-from mcpwrap.protocol.actions import Action, TaskOp
+from mcpwrap.protocol.actions import TaskOp
 from mcpwrap.protocol.core import Core
+from mcpwrap.protocol.task_requests import (TaskAlreadyEnded, TaskFound, TaskNotFound, TaskOnceRefused, TaskOutcome,
+                                            TaskPage, TaskStoreFailed)
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
-from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.serve.effects import spend
 from mcpwrap.tasks.store import MAX_RUNNING, RESULT_POLL_S, Store, TooManyTasks
 from mcpwrap.tasks.supervisor import create_task
@@ -25,48 +26,41 @@ WATCH_POLL_S = 0.2           # status notifications of the legacy session
 
 
 async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
-                  max_running: int = MAX_RUNNING) -> list[Action]:
-    """Carry out one task-store operation and return the actions the core renders for it.
+                  max_running: int = MAX_RUNNING) -> TaskOutcome:
+    """Carry out one task-store operation and return what it found, for `core.task_done`.
 
-    `secret_file` is where `core.keyring_source` loads the keyring from: the supervisor reads it too."""
+    `core` is only read (its tools file, keyring, page size, and whether a `tasks/result` still has
+    a client waiting). `secret_file` is where `core.keyring_source` loads the keyring from: the
+    supervisor reads it too."""
     store = Store.for_tools_file(state_dir, core.config.path)
     ctx = op.ctx
     try:
         if op.op == "create":
-            assert op.tool is not None
+            assert op.tool is not None and op.ttl_ms is not None
             if op.once is not None and (spent := await trio.to_thread.run_sync(spend, state_dir, op.once)) is not True:
-                return core.once_refused(ctx, spent)
-            tool, ttl_ms = op.tool, tasking.requested_ttl_ms(ctx.params, op.tool)
-            record = await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
+                return TaskOnceRefused(spent)
+            tool, ttl_ms = op.tool, op.ttl_ms
+            return TaskFound(await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
                 store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,
-                max_running, ctx.principal))
-            return core.task_created(ctx, record)
+                max_running, ctx.principal)))
         if op.op == "list":
             chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size, ctx.principal)
-            return core.task_page(ctx, chosen, next_cursor)
+            return TaskPage(tuple(chosen), next_cursor)
         task_id, principal = op.task_id or "", ctx.principal   # another's task is not found, as an unknown id
         record = await trio.to_thread.run_sync(store.get, task_id, principal)
-        if op.op == "get":
-            return core.task_status(ctx, record)
-        if op.op == "update":
-            return core.task_updated(ctx)
         if op.op == "cancel":
             try:
-                return core.task_cancelled(ctx, await trio.to_thread.run_sync(store.cancel, task_id, principal), False)
+                return TaskFound(await trio.to_thread.run_sync(store.cancel, task_id, principal))
             except TaskTerminalError as exc:
-                return core.task_cancelled(ctx, exc.record, True)
-        if op.op == "result":
-            while not record.terminal:
-                if not core.task_waiting(ctx):
-                    return []             # the client cancelled its tasks/result
-                await trio.sleep(RESULT_POLL_S)
-                record = await trio.to_thread.run_sync(store.get, task_id, principal)
-            return core.task_payload(ctx, record)
+                return TaskAlreadyEnded(exc.record)
+        while op.op == "result" and not record.terminal and core.task_waiting(ctx):
+            await trio.sleep(RESULT_POLL_S)
+            record = await trio.to_thread.run_sync(store.get, task_id, principal)
+        return TaskFound(record)              # get, update, and result (terminal, or nobody waits)
     except TaskLookupError as exc:
-        raise tasking.lookup_error(exc) from None
+        return TaskNotFound(exc.reason)
     except TooManyTasks as exc:
-        raise ProtocolError(-32603, str(exc)) from None
-    raise ValueError(f"unknown task operation {op.op!r}")
+        return TaskStoreFailed(str(exc))
 
 
 OnChange = Callable[[TaskRecord | None, TaskRecord], None]
