@@ -371,7 +371,7 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(server: HttpServer) -> None
 
 # --- per-client rate limits (--rate R[/B]) ------------------------------------------------
 def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
-    from mcpwrap.serve.http import RateLimit
+    from mcpwrap.serve.http_gate import RateLimit
 
     now = [100.0]
     limit = RateLimit(2.0, 3, clock=lambda: now[0])
@@ -388,7 +388,7 @@ def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
 
 @pytest.mark.parametrize("text, expected", [("5", (5.0, 10)), ("0.5/2", (0.5, 2)), ("40", (40.0, 40))])
 def test_rate_flag_syntax(text: str, expected: tuple[float, int]) -> None:
-    from mcpwrap.serve.http import parse_rate
+    from mcpwrap.serve.http_gate import parse_rate
 
     assert parse_rate(text) == expected
 

@@ -150,10 +150,10 @@ def _desktop_bridge(url: str, headers: dict[str, str], token: str | None, token_
 
 def _client_token(path: Path) -> str:
     """The newest (last) token of a token file, held to the server's rules: the user's own, mode 0600."""
-    from mcpwrap.serve import http
+    from mcpwrap.serve import http_gate
     from mcpwrap.state import signing
 
     try:
-        return http.TokenFile(path).current()[-1].decode()
+        return http_gate.TokenFile(path).current()[-1].decode()
     except (OSError, signing.SecretFileError) as exc:
         fail(f"--token-file: {exc}", EXIT_CONFIG)

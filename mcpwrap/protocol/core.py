@@ -93,9 +93,9 @@ class Core(ServerState):
             return self._batch(message)
         # Refusals are about this message alone: never routed into a batch by their id.
         if isinstance(message, Invalid):
-            return [Send(self._broken(message))]
+            return [Send(self._broken(message), () if message.id is None else (message.id,))]
         if isinstance(message, Request) and self._in_use(message.id):
-            return [Send(self._id_in_use(message.id))]
+            return [Send(self._id_in_use(message.id), (message.id,))]
         return self._routed(self._dispatch(message))
 
     def _dispatch(self, message: Request | Notification | Response) -> list[Action]:
@@ -135,11 +135,11 @@ class Core(ServerState):
         if not self.session.rev.has("jsonrpc.batch") or any(
                 isinstance(m, Request) and m.method == "initialize" for m in batch.items):
             error = ProtocolError(-32600, f"batches are not accepted in protocol revision {self.session.rev.version}")
-            return [Send(self.error_message(None, error, self.session.rev))]
+            return [Send(self.error_message(None, error, self.session.rev), _requested(batch))]
         if len(batch.items) > BATCH_ITEMS:
             error = ProtocolError(-32600, f"a batch may hold at most {BATCH_ITEMS} messages; nothing ran: send the "
                                   "requests separately or in smaller batches")
-            return [Send(self.error_message(None, error, self.session.rev))]
+            return [Send(self.error_message(None, error, self.session.rev), _requested(batch))]
         # Refusals are known at once, so they go first; the requests are registered before any runs.
         state, accepted, actions = BatchState(), list[Request | Notification | Response](), list[Action]()
         for item in batch.items:
@@ -167,7 +167,7 @@ class Core(ServerState):
             self._served(ctx)
             actions = HANDLERS[ctx.method](self, ctx)
         except ProtocolError as error:
-            actions = [Send(self.error_message(request.id, error, MODERN if is_modern else self.session.rev))]
+            actions = [Send(self.error_message(request.id, error, MODERN if is_modern else self.session.rev), (request.id,))]
             if error.diagnostic:
                 actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}", "warning"))
         return actions
@@ -245,7 +245,7 @@ class Core(ServerState):
             cancel = modern.tagged("notifications/cancelled", listen_id,
                                    {"requestId": listen_id, "reason": "server shutting down"})
             result = {"_meta": {modern.SUBSCRIPTION_KEY: listen_id}}
-            actions += [Send(cancel), Send(jsonrpc.response(listen_id, modern.stamp(result, self.config)))]
+            actions += [Send(cancel), Send(jsonrpc.response(listen_id, modern.stamp(result, self.config)), (listen_id,))]
         return actions
 
     @_answers
@@ -466,3 +466,8 @@ def _progress_token(params: Mapping[str, Any]) -> str | int | None:
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
+
+
+def _requested(batch: Batch) -> tuple[RequestId, ...]:
+    """The ids of a batch's requests: what an answer to the batch as a whole answers."""
+    return tuple(m.id for m in batch.items if isinstance(m, Request))
