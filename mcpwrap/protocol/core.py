@@ -167,7 +167,8 @@ class Core(ServerState):
             self._served(ctx)
             actions = HANDLERS[ctx.method](self, ctx)
         except ProtocolError as error:
-            actions = [Send(self.error_message(request.id, error, MODERN if is_modern else self.session.rev), (request.id,))]
+            rev = MODERN if is_modern else self.session.rev
+            actions = [Send(self.error_message(request.id, error, rev), (request.id,))]
             if error.diagnostic:
                 actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}", "warning"))
         return actions
@@ -245,7 +246,8 @@ class Core(ServerState):
             cancel = modern.tagged("notifications/cancelled", listen_id,
                                    {"requestId": listen_id, "reason": "server shutting down"})
             result = {"_meta": {modern.SUBSCRIPTION_KEY: listen_id}}
-            actions += [Send(cancel), Send(jsonrpc.response(listen_id, modern.stamp(result, self.config)), (listen_id,))]
+            answer = jsonrpc.response(listen_id, modern.stamp(result, self.config))
+            actions += [Send(cancel), Send(answer, (listen_id,))]
         return actions
 
     @_answers
@@ -465,7 +467,6 @@ def _progress_token(params: Mapping[str, Any]) -> str | int | None:
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
-
 
 
 def _requested(batch: Batch) -> tuple[RequestId, ...]:

@@ -6,26 +6,27 @@ POST (request ids of different clients never meet), its mirrored headers
 checked first (`protocol/http_binding.py`); closing its response is its
 cancellation. `initialize` opens a legacy session: a `Core` and a `Driver`
 that live, under the hub's nursery, until DELETE, idle expiry or shutdown;
-its POSTs share them. The `Driver` is stdio's, composed with a `Router` for
-its `Post`: the router sends each message to the response it belongs to
-(an answer to its request's, by the ids `Send.answers` names; progress by token,
-the rest by the POST whose task produced it, else the session's GET stream). A legacy disconnect is not a
-cancellation (2025-11-25 says so); the answer is then dropped. A request
-cancelled by `notifications/cancelled` is never answered, so its POST ends
-there, as an SSE stream without its answer.
+its POSTs share them. The `Driver` is stdio's, composed with a `Router`
+(`http_router`) as its `Post`: each message goes to the response it belongs to
+(an answer by the request ids `Send.answers` names, progress by token, the rest
+by the POST whose task produced it, else the session's GET stream). A legacy
+disconnect is not a cancellation (2025-11-25 says so); the answer is then
+dropped. A request cancelled by `notifications/cancelled` is never answered,
+so its POST ends there, as an SSE stream without its answer.
 
 Every answer leaves through the one `Outbox` of its response: the first
 message is sent as `application/json` when it is also the last (its status
 chosen when the router took the answer, before it was encoded), else the
 response becomes an SSE stream. Tool calls share one `--max-calls` limiter
-and its waiting room (`admission.Admission`, fed by each POST body's size) across
-all clients; HTTP requests, sessions and bodies are bounded; Origin,
+and its waiting room (`admission.Admission`, fed by each POST body's size)
+across all clients; HTTP requests, sessions and bodies are bounded; Origin,
 Host, the bearer token and the client's `--rate` are checked before a body is
-read (`http_gate`). TLS is hypercorn's (`--certfile`, `--keyfile`); it never stands in for
-authentication. Each request's bearer token is its identity (`protocol/identity.py`):
-a session answers only to the token that opened it (any other gets the 404 of an
-unknown session), and the core it reaches binds tasks and `requestState` to it.
-Without a token file nobody is told apart (`identity.ANONYMOUS`).
+read (`http_gate`). TLS is hypercorn's (`--certfile`, `--keyfile`); it never
+stands in for authentication. Each request's bearer token is its identity
+(`protocol/identity.py`): a session answers only to the token that opened it
+(any other gets the 404 of an unknown session), and the core it reaches binds
+tasks and `requestState` to it. Without a token file nobody is told apart
+(`identity.ANONYMOUS`).
 
 No connection holds anything once it stops moving. Headers must arrive within
 hypercorn's keep-alive timeout. A body must keep arriving (`--body-timeout`: each
@@ -39,15 +40,12 @@ hypercorn's writes cannot be cancelled from the application.
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import contextvars
 import functools
 import secrets
 import socket
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -58,146 +56,23 @@ from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol import http_binding as binding, identity
 from mcpwrap.protocol.actions import Send, Stderr
 from mcpwrap.protocol.core import BatchBudget, Core, unexpected
-from mcpwrap.protocol.jsonrpc import Batch, Invalid, Request, RequestId
+from mcpwrap.protocol.jsonrpc import Batch, Invalid, Request
 from mcpwrap.protocol.modern import is_modern
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.session import State
 from mcpwrap.serve.admission import Admission
-from mcpwrap.serve.common import FLUSH_S, Options, SecretSource, file_signature, log, needs_secret, prepare, stderr, tracing
+from mcpwrap.serve.common import (FLUSH_S, Options, SecretSource, file_signature, log, needs_secret, prepare, stderr,
+                                  tracing)
 from mcpwrap.serve.driver import Driver, stop_on_signal
-from mcpwrap.serve.http_gate import ENDPOINT, AsgiSend, Gate, HttpOptions, Receive, Scope, exposure_problem, refuse, respond, tls_problem
-from mcpwrap.serve.outbox import Outbox
+from mcpwrap.serve.http_gate import (ENDPOINT, AsgiSend, Gate, HttpOptions, Receive, Scope, exposure_problem, refuse,
+                                     respond, tls_problem)
+from mcpwrap.serve.http_router import SSE_HEADERS, Reply, Router, Stream, current, disconnected, write
 from mcpwrap.state import signing
 
 if TYPE_CHECKING:
     from hypercorn.config import Config as HypercornConfig, Sockets
 
-KEEPALIVE_S = 15.0                # an SSE comment this often keeps proxies from closing a quiet stream
-SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-               (b"x-accel-buffering", b"no")]
-
-_current: contextvars.ContextVar[Stream | None] = contextvars.ContextVar("mcpwrap_http_stream", default=None)
 _posted: contextvars.ContextVar[jsonrpc.Message | None] = contextvars.ContextVar("mcpwrap_http_posted", default=None)
-
-
-@dataclass(eq=False)
-class Stream:
-    """One HTTP response: the messages that belong to it, bounded like stdout, then its end."""
-    expect: set[RequestId] = field(default_factory=set)
-    outbox: Outbox = field(default_factory=Outbox)
-    abandoned: bool = False               # a request of it was cancelled: no answer is owed for it
-    modern: bool = False                  # a 2026-07-28 POST's: an error answer chooses the HTTP status
-    status: int = 200                     # its answer's, should that be the response's one message
-
-    @property
-    def live(self) -> bool:
-        return not self.outbox.closed
-
-
-class Router:
-    """A driver's `Post` over HTTP: each message goes to the response it belongs to, or nowhere.
-
-    An answer goes to the response that waits for the request it answers (`Send.answers`); anything
-    else to the response its progress token names, else the POST being decided, else `default`.
-    """
-
-    def __init__(self) -> None:
-        self.waiting: dict[RequestId, Stream] = {}
-        self.tokens: dict[str | int, Stream] = {}
-        self.default: Stream | None = None    # the legacy GET stream, or a modern POST's one response
-
-    def open(self, requests: list[Request], modern: bool = False) -> Stream:
-        stream = Stream({r.id for r in requests}, modern=modern)
-        for request in requests:
-            self.waiting[request.id] = stream
-            meta = request.params.get("_meta")
-            token = meta.get("progressToken") if isinstance(meta, dict) else None
-            if isinstance(token, (str, int)) and not isinstance(token, bool):
-                self.tokens[token] = stream
-        return stream
-
-    def send(self, action: Send, data: bytes, droppable: bool) -> None:
-        """`data` to its response; an answer ends the response once it has answered all its requests."""
-        stream = self._target(action)
-        for request_id in action.answers:
-            self.waiting.pop(request_id, None)
-        if stream is None:
-            return
-        stream.outbox.put(data, droppable)
-        if action.answers:
-            stream.status = binding.status_of(action.message, stream.modern)
-            stream.expect.difference_update(action.answers)
-            if not stream.expect:
-                self.finish(stream)
-
-    def _target(self, action: Send) -> Stream | None:
-        if action.answers:
-            return next((self.waiting[i] for i in action.answers if i in self.waiting), None)
-        message = action.message
-        params = message.get("params") if isinstance(message, dict) else None
-        token = params.get("progressToken") if isinstance(params, dict) else None
-        candidates = [self.tokens.get(token) if isinstance(token, (str, int)) else None, _current.get(), self.default]
-        return next((s for s in candidates if s is not None and s.live and self._mine(s)), None)
-
-    def _mine(self, stream: Stream) -> bool:
-        return stream is self.default or stream in self.waiting.values() or stream in self.tokens.values()
-
-    def abandon(self, request_id: RequestId) -> None:
-        """A cancelled request will not be answered: its response stops waiting for it."""
-        stream = self.waiting.pop(request_id, None)
-        if stream is not None:
-            stream.abandoned = True
-            stream.expect.discard(request_id)
-            if not stream.expect:
-                self.finish(stream)
-
-    def finish(self, stream: Stream) -> None:
-        stream.outbox.close()
-        self.tokens = {t: s for t, s in self.tokens.items() if s is not stream}
-
-    def hold(self) -> None:
-        """Nothing to hold: each response's writer task writes only once the decision is carried out."""
-
-    def release(self) -> None: ...
-
-    async def room(self) -> None:
-        """Each response is bounded on its own; nobody waits for all of them."""
-
-    def close(self) -> None:
-        for stream in {*self.waiting.values(), *self.tokens.values(), *([self.default] if self.default else [])}:
-            stream.outbox.close()
-
-
-class Reply:
-    """The output a response's `Outbox` writes to: one JSON body when the first message is the last, else SSE."""
-
-    def __init__(self, send: AsgiSend, stream: Stream, headers: list[tuple[bytes, bytes]]) -> None:
-        self.send, self.stream, self.headers = send, stream, headers
-        self.started = self.sse = False
-
-    async def write(self, data: bytes) -> None:
-        if not self.started:
-            self.started = True
-            if self.stream.outbox.closed and not self.stream.outbox.items:
-                await respond(self.send, self.stream.status, data, self.headers)
-                return
-            self.sse = True
-            await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self.headers})
-        await self.send({"type": "http.response.body", "body": b"event: message\ndata: " + data.rstrip(b"\n")
-                         + b"\n\n", "more_body": True})
-
-    async def comment(self) -> None:
-        if self.sse:
-            await self.send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
-
-    async def end(self, abandoned: bool = False) -> None:
-        if not self.started and abandoned:    # cancelled: an SSE stream without the answer, as the binding allows
-            self.started = self.sse = True
-            await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self.headers})
-        if self.sse:
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
-        elif not self.started:            # nothing came (shutting down): still an answer
-            await respond(self.send, 503, jsonrpc.encode(binding.Refusal(503, "server shutting down").body()))
 
 
 async def _internal_error(send: AsgiSend | None, message: jsonrpc.Message | None, exc: Exception) -> None:
@@ -256,7 +131,8 @@ class Hub:
         """The legacy session the request names, if the credential that opened it sent the request:
         another's session does not exist for it (404, as an unknown id)."""
         session = self.sessions.get(headers.get("mcp-session-id") or "")
-        if session is None or not identity.visible(session.core.identity.principal, self.gate.identity(headers).principal):
+        if session is None or not identity.visible(session.core.identity.principal,
+                                                    self.gate.identity(headers).principal):
             return None
         return session
 
@@ -337,9 +213,9 @@ class Hub:
         stream = router.default = router.open([request], modern=True)
         async with trio.open_nursery() as nursery:
             driver = self.driver(core, nursery, router)
-            nursery.start_soon(_disconnected, receive,     # closing it early is the cancellation
+            nursery.start_soon(disconnected, receive,     # closing it early is the cancellation
                                lambda: None if stream.outbox.closed else nursery.cancel_scope.cancel())
-            _current.set(stream)
+            current.set(stream)
             driver.request_bytes = size       # what a call waiting for a slot holds
             driver.perform(core.receive(request))
             if request.id in core.listens:
@@ -347,7 +223,7 @@ class Hub:
                 if self.options.watch:
                     nursery.start_soon(driver.watch, core.config.path, file_signature(core.config.path))
             try:
-                await _write(stream, Reply(send, stream, []), nursery)
+                await write(stream, Reply(send, stream, []), nursery)
             finally:
                 self.listens.discard(driver)
                 nursery.cancel_scope.cancel()
@@ -396,12 +272,12 @@ class Hub:
             await respond(send, 202, b"")
             return
         stream = session.router.open(requests)
-        _current.set(stream)
+        current.set(stream)
         session.driver.perform(session.core.receive(message))
         extra = [(b"mcp-session-id", session.id.encode())] if initialize else []
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_disconnected, receive, stream.outbox.close)   # not a cancellation in legacy
-            await _write(stream, Reply(send, stream, extra), nursery)
+            nursery.start_soon(disconnected, receive, stream.outbox.close)   # not a cancellation in legacy
+            await write(stream, Reply(send, stream, extra), nursery)
             nursery.cancel_scope.cancel()
 
     async def _open_session(self, who: identity.Identity) -> Session:
@@ -447,8 +323,8 @@ class Hub:
         session.busy += 1
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_disconnected, receive, stream.outbox.close)
-                await _write(stream, reply, nursery)
+                nursery.start_soon(disconnected, receive, stream.outbox.close)
+                await write(stream, reply, nursery)
                 nursery.cancel_scope.cancel()
         finally:
             session.busy -= 1
@@ -478,28 +354,6 @@ class Hub:
             driver.perform(driver.core.shutdown())
         for session in list(self.sessions.values()):
             self._end_session(session)
-
-
-async def _write(stream: Stream, reply: Reply, nursery: trio.Nursery) -> None:
-    """Write the response's messages until it is answered (or its client left); keep a quiet SSE alive."""
-    async def keepalive() -> None:
-        while True:
-            await trio.sleep(KEEPALIVE_S)
-            await reply.comment()
-
-    nursery.start_soon(keepalive)
-    try:
-        await stream.outbox.write_to(reply)
-        await reply.end(stream.abandoned)
-    except OSError:
-        stream.outbox.close()             # the client went away while we wrote
-
-
-async def _disconnected(receive: Receive, then: Callable[[], None]) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    then()
-
 
 async def _lifespan(receive: Receive, send: AsgiSend) -> None:
     while True:
