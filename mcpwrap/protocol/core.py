@@ -3,7 +3,7 @@
 `Core.receive` takes a decoded message and returns `Action`s: messages to
 send, calls to start or cancel, timers, task-store operations, resource reads,
 prompt and completion commands. The driver
-(`serve/stdio.py`) carries them out and reports outcomes back through the other
+(`serve/driver.py`, on stdio and over HTTP) carries them out and reports outcomes back through the other
 `Core` methods. The era of each request is decided from its body: modern
 `_meta` (or a method only 2026-07-28 has) means 2026-07-28 served statelessly,
 its envelope checked first; anything else belongs to this process's one legacy

@@ -39,7 +39,7 @@ NEWS = ("notifications/progress", "notifications/message")   # dropped, not queu
 
 
 class Post(Protocol):
-    """Where a driver's messages go: stdout's one `Outbox`, or `http.Router`, which puts each in the
+    """Where a driver's messages go: stdout's one `Outbox`, or `http_router.Router`, which puts each in the
     HTTP response it belongs to."""
 
     def send(self, action: Send, data: bytes, droppable: bool) -> None:
