@@ -45,7 +45,7 @@ import bench as B  # noqa: E402
 
 NODE_PEER = ["npx", "-y", "mcp-server-commands"]
 NODE_PEER_ENTRY = NODE_PEER[:2] + ["-p", NODE_PEER[2], "-c", f"command -v {NODE_PEER[2]}"]   # prints its bin link
-WATCH_INTERVAL_S = 0.5         # mcpwrap.serve.stdio's: the reload starts within this long of an edit
+WATCH_INTERVAL_S = 0.5         # mcpwrap.serve.driver's: the reload starts within this long of an edit
 
 
 def median(values: list[float]) -> float:

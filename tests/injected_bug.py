@@ -14,7 +14,7 @@ from typing import Any
 
 from mcpwrap.cli import main as cli
 from mcpwrap.protocol import jsonrpc
-from mcpwrap.serve import stdio as server
+from mcpwrap.serve import driver as server
 from mcpwrap.protocol.core import Core
 
 BUG = "INJECTED_BUG"

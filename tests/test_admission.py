@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mcpwrap.serve import stdio as server_module
+from mcpwrap.serve import admission as server_module
 from tests.harness import Server, until
 from tests.httpharness import Answer, HttpServer, modern_headers, modern_meta
 

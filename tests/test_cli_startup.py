@@ -89,18 +89,18 @@ import sys
 sys.argv = ["mcpwrap", *sys.argv[1:]]
 from mcpwrap.cli import main as cli
 from mcpwrap.protocol import jsonrpc
-from mcpwrap.serve import front
+from mcpwrap.serve import common, launch
 
 def first_answers(config, options):
-    # in the place of front.run: the core answers stdin's requests as the front does before trio
-    core = front.new_core(config, options)
+    # in the place of launch.run: the core answers stdin's requests as the front does before trio
+    core = common.new_core(config, options)
     for line in sys.stdin.buffer:
         for action in core.receive(jsonrpc.decode_line(line)):
-            sys.stdout.buffer.write(front.encoded(action.message))
+            sys.stdout.buffer.write(common.encoded(action.message))
     print(" ".join(sorted(sys.modules)), file=sys.stderr)
     return 0
 
-front.run = first_answers
+launch.run = first_answers
 cli.main()
 """
 MODERN = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -118,7 +118,7 @@ FIRST_REQUESTS = [
 # the threads (the import thread starts once the answers already due are written).
 NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
     "threading", "queue",
-    "trio", "mcpwrap.serve.stdio", "mcpwrap.run.process", "mcpwrap.run.contain", "mcpwrap.run.confine",
+    "trio", "mcpwrap.serve.stdio", "mcpwrap.serve.driver", "mcpwrap.run.process", "mcpwrap.run.contain", "mcpwrap.run.confine",
     "mcpwrap.run.output", "mcpwrap.run.worker", "mcpwrap.state.signing", "mcpwrap.protocol.sealing",
     "mcpwrap.result", "mcpwrap.run.spool", "mcpwrap.protocol.pages",
     "mcpwrap.protocol.argv", "mcpwrap.protocol.arguments", "mcpwrap.run.arguments", "mcpwrap.protocol.asking",

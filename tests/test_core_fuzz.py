@@ -257,6 +257,7 @@ def _run(core: Core, message: Any, answers: list[Any]) -> list[dict[str, Any]]:
             continue
         # a batch's answers are held encoded (orjson fragments): read them as the client would
         items = orjson.loads(jsonrpc.encode(action.message)) if isinstance(action.message, list) else [action.message]
+        _names_what_it_answers(action, items, message)
         out += items
         for item in items:
             if item.get("method") == "elicitation/create":
@@ -264,6 +265,18 @@ def _run(core: Core, message: Any, answers: list[Any]) -> list[dict[str, Any]]:
                          "result": answers.pop(0) if answers else {"action": "decline"}}
                 queue += core.receive(jsonrpc.decode(json.dumps(reply).encode()))
     return out
+
+
+def _names_what_it_answers(action: Send, items: list[dict[str, Any]], message: Any) -> None:
+    """`Send.answers` names the requests its message answers, in order; none for a message of ours;
+    for an error without an id (a refused batch) requests of the batch."""
+    ids = [item["id"] for item in items if "method" not in item and item.get("id") is not None]
+    if ids or not any("error" in item for item in items):
+        assert list(action.answers) == ids, (action.answers, items)
+        return
+    sent = message if isinstance(message, list) else [message]
+    asked = {orjson.dumps(m.get("id")) for m in sent if isinstance(m, dict)}
+    assert {orjson.dumps(i) for i in action.answers} <= asked, (action.answers, message)
 
 
 def _check(core: Core, message: Any, out: list[dict[str, Any]]) -> None:

@@ -328,8 +328,8 @@ def test_man_page_diagnostics_are_what_check_prints(tmp_path: Path) -> None:
 
 
 def test_the_waiting_room_per_slot_is_stated_as_the_code_has_it() -> None:
-    from mcpwrap.serve.front import Options
-    from mcpwrap.serve.stdio import QUEUED_PER_SLOT
+    from mcpwrap.serve.common import Options
+    from mcpwrap.serve.admission import QUEUED_PER_SLOT
 
     default = Options.__dataclass_fields__["max_calls"].default
     said = {"serve --help": re.search(r"up to (\d+) times as many wait", run_mcpwrap("serve", "--help").stdout),

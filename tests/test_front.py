@@ -1,7 +1,7 @@
 """The front: first answers before trio has loaded, and a hand-over that loses, repeats or reorders nothing.
 
 In memory, a `Front` reads a pipe and is told its import is done (the LOADED byte) after a first
-part of the input; the rest goes to a stand-in driver that takes over as `server.serve` does, and
+part of the input; the rest goes to a stand-in driver that takes over as `stdio.serve` does, and
 everything written must equal one `Core` answering the whole input line by line. End to end, the
 same over a real `mcpwrap serve`, whatever the timing of the hand-over: the responses arrive in
 order and schema-valid, a line cut by the hand-over survives, EOF and signals end the session with
@@ -25,10 +25,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpwrap.serve import front as front_module
+from mcpwrap.serve import common, launch
 from mcpwrap.protocol import jsonrpc
 from mcpwrap.config.load import loads
-from mcpwrap.serve.front import LOADED, Front, Options
+from mcpwrap.serve.common import Options
+from mcpwrap.serve.front import LOADED, Front
 from mcpwrap.protocol.actions import Send, StartCall, Stderr
 from mcpwrap.protocol.core import Core
 from mcpwrap.result import Text, ToolResult
@@ -55,7 +56,7 @@ def call(id: int) -> bytes:
 
 
 def new_core(tmp: Path) -> Core:
-    return front_module.new_core(CONFIG, Options(tmp / "secret", tmp / "state"))
+    return common.new_core(CONFIG, Options(tmp / "secret", tmp / "state"))
 
 
 # --- in memory -------------------------------------------------------------------------------
@@ -64,7 +65,7 @@ def result_for(ctx: Any) -> ToolResult:
 
 
 class StandIn:
-    """The driver's side of the hand-over, as `server.serve` takes it, with calls that finish at once."""
+    """The driver's side of the hand-over, as `stdio.serve` takes it, with calls that finish at once."""
 
     def __init__(self, core: Core) -> None:
         self.core = core
@@ -73,7 +74,7 @@ class StandIn:
     def perform(self, actions: list[Any]) -> None:
         for action in actions:
             if isinstance(action, Send):
-                self.out += front_module.encoded(action.message) or b""
+                self.out += common.encoded(action.message) or b""
             elif isinstance(action, StartCall):
                 self.perform(self.core.call_done(action.ctx, result_for(action.ctx)))
             else:
@@ -187,7 +188,7 @@ LISTS = line(1, "initialize", INIT) + b"".join(line(i, "tools/list") for i in ra
 def big_front(tmp: Path, pipes: dict[str, int]) -> Front:
     os.write(pipes["in_w"], LISTS)
     os.close(pipes["in_w"])
-    return Front(front_module.new_core(BIG, Options(tmp / "secret", tmp / "state")), pipes["in_r"], pipes["out_w"])
+    return Front(common.new_core(BIG, Options(tmp / "secret", tmp / "state")), pipes["in_r"], pipes["out_w"])
 
 
 def test_a_client_that_never_reads_stdout_does_not_block_the_front(tmp_path: Path, pipes: dict[str, int]) -> None:
@@ -353,11 +354,11 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
         written_first.append(drain(pipes["out_r"]))
         os.write(loaded, LOADED)
 
-    monkeypatch.setattr(front_module, "_import_server", importer)
-    handlers = {signum: signal.getsignal(signum) for signum in front_module.STOP_SIGNALS}
+    monkeypatch.setattr(launch, "import_driver", importer)
+    handlers = {signum: signal.getsignal(signum) for signum in common.STOP_SIGNALS}
     try:
         front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
-        assert front_module._front(front, CONFIG)   # handed over
+        assert launch.serve_front(front, CONFIG)   # handed over
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -387,11 +388,11 @@ def test_a_session_that_ends_in_the_front_neither_waits_for_the_import_nor_sets_
     monkeypatch.setattr(runner, "containment", lambda: set_up.append("containment") or "none")
     os.write(pipes["in_w"], line(1, "initialize", INIT))
     os.close(pipes["in_w"])
-    handlers = {signum: signal.getsignal(signum) for signum in front_module.STOP_SIGNALS}
+    handlers = {signum: signal.getsignal(signum) for signum in common.STOP_SIGNALS}
     try:
         front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
         before = set(threading.enumerate())
-        assert not front_module._front(front, CONFIG)
+        assert not launch.serve_front(front, CONFIG)
         [importer] = [t for t in set(threading.enumerate()) - before if t.name == "mcpwrap-import"]
         assert importer.is_alive()                     # returned without waiting for it
     finally:

@@ -369,9 +369,21 @@ def test_a_2025_03_26_batch_is_answered_as_one_array(server: HttpServer) -> None
     assert next(m for m in array if m["id"] == 2)["result"]["content"][0]["text"] == "b\n"
 
 
+def test_a_batch_whose_first_answer_refuses_a_broken_item_reaches_its_post(server: HttpServer) -> None:
+    """The refusal of an item that is no request (its id echoed) goes first in the batch's array:
+    the array still goes to the POST that waits for the batch's request, which it ends."""
+    server.initialize("2025-03-26")
+    batch = [{"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": 5},
+             {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]
+    answer = server.send(batch, rev="2025-03-26")
+    assert answer.status == 200
+    (array,) = answer.messages
+    assert [m["id"] for m in array] == [9, 1] and array[0]["error"]["code"] == -32600 and "tools" in array[1]["result"]
+
+
 # --- per-client rate limits (--rate R[/B]) ------------------------------------------------
 def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
-    from mcpwrap.serve.http import RateLimit
+    from mcpwrap.serve.http_gate import RateLimit
 
     now = [100.0]
     limit = RateLimit(2.0, 3, clock=lambda: now[0])
@@ -388,7 +400,7 @@ def test_a_token_bucket_refills_at_its_rate_up_to_its_burst() -> None:
 
 @pytest.mark.parametrize("text, expected", [("5", (5.0, 10)), ("0.5/2", (0.5, 2)), ("40", (40.0, 40))])
 def test_rate_flag_syntax(text: str, expected: tuple[float, int]) -> None:
-    from mcpwrap.serve.http import parse_rate
+    from mcpwrap.serve.http_gate import parse_rate
 
     assert parse_rate(text) == expected
 

@@ -11,10 +11,11 @@ import trio
 import trio.testing
 
 from mcpwrap.config import load as config_module
-from mcpwrap.serve.http import HttpOptions, Hub, exposure_problem, parse_address
+from mcpwrap.serve.http import Hub
+from mcpwrap.serve.http_gate import HttpOptions, exposure_problem, parse_address
 from mcpwrap.protocol.jsonrpc import Request
 from mcpwrap.protocol import http_binding as binding
-from mcpwrap.serve.front import Options
+from mcpwrap.serve.common import Options
 from tests.harness import modern_meta, until
 from tests.httpharness import HttpServer
 

@@ -18,7 +18,7 @@ import pytest
 import trio
 import trio.testing
 
-from mcpwrap.serve import http as http_module
+from mcpwrap.serve import http_gate as http_module
 from tests.harness import HANG_S, modern_meta, until
 from tests.httpharness import HttpServer, modern_headers
 
@@ -100,7 +100,7 @@ def read_paced(chunks: list[tuple[float, bytes]], timeout: float, limit: int = 1
             return {"type": "http.request", "body": step[1], "more_body": step[1] != b""}
 
         start = trio.current_time()
-        result = await http_module._read_body(receive, limit, timeout)
+        result = await http_module.read_body(receive, limit, timeout)
         return result, trio.current_time() - start
 
     return trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
@@ -133,7 +133,7 @@ def test_a_body_cut_short_by_a_disconnect_is_no_request() -> None:
         async def receive() -> dict[str, Any]:
             return next(events)
 
-        return await http_module._read_body(receive, 1 << 20, 30.0)
+        return await http_module.read_body(receive, 1 << 20, 30.0)
 
     assert trio.run(main) is None
 
@@ -242,11 +242,11 @@ def test_bodies_in_transit_are_bounded_together_and_give_their_bytes_back() -> N
                 return next(events)
             return receive
 
-        outcomes = [await http_module._read_body(client([b"x" * 60], then_leave=True), 1000, 30.0, transit)]
-        first = http_module._read_body(client([b"x" * 60]), 1000, 30.0, transit)
+        outcomes = [await http_module.read_body(client([b"x" * 60], then_leave=True), 1000, 30.0, transit)]
+        first = http_module.read_body(client([b"x" * 60]), 1000, 30.0, transit)
         outcomes.append(await first)
         transit.held = 60                  # another body is still arriving with 60 bytes
-        outcomes.append(await http_module._read_body(client([b"y" * 50]), 1000, 30.0, transit))
+        outcomes.append(await http_module.read_body(client([b"y" * 50]), 1000, 30.0, transit))
         outcomes.append(transit.held)
         return outcomes
 

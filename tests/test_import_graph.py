@@ -25,11 +25,7 @@ import pytest
 PACKAGE = Path(__file__).parent.parent / "mcpwrap"
 
 # Each entry: the modules of one strongly connected component of the graph.
-KNOWN_CYCLES = {
-    # What every driver shares lives in the front (options, log, encoding) while the front hands
-    # over to `stdio.serve`; a later step of issue 25 moves the shared part out of both.
-    frozenset({"mcpwrap.serve.front", "mcpwrap.serve.stdio"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 # The layers, lowest first: a module may import modules of its own package and of a lower rank.
 # `mcpwrap` is the package root (its version), `__main__` the entry point above the CLI.

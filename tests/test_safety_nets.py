@@ -2,7 +2,7 @@
 
 The core has its own net (tests/test_core_fuzz.py); these are the ones around it, each met by a real
 bug planted in the server it ships (tests/injected_bug.py, or a `Core` subclass for the front in
-memory): a `Core.receive` that raises, which only a driver can catch (`front.received` for the
+memory): a `Core.receive` that raises, which only a driver can catch (`common.received` for the
 front and the trio stdio driver, `Hub.__call__` over HTTP), and a performer that raises while
 carrying out a `ReadResource` (`Driver.perform`, on stdio and over HTTP). Each promises the same:
 the request is answered -32603 (inside its batch's array when batched; over HTTP a JSON-RPC body,
@@ -22,10 +22,11 @@ from typing import Any
 
 import pytest
 
-from mcpwrap.serve import front as front_module
+from mcpwrap.serve import common
 from mcpwrap.protocol import jsonrpc
 from mcpwrap.config.load import loads
-from mcpwrap.serve.front import Front, SecretSource
+from mcpwrap.serve.common import SecretSource
+from mcpwrap.serve.front import Front
 from mcpwrap.protocol.core import Action, Core
 from tests import harness, httpharness
 from tests.harness import HANG_S, Server, until
@@ -119,7 +120,7 @@ def test_the_front_answers_a_bug_in_core_receive_with_32603_and_serves_on(tmp_pa
     finally:
         for fd in (in_r, in_w, out_r, wake_r, wake_w):
             os.close(fd)
-    front_module._stderr.flush(HANG_S)
+    common.stderr.flush(HANG_S)
     assert [a["id"] if isinstance(a, dict) else [i["id"] for i in a] for a in answers] == [
         1, [2, 3] if batched else 2, 4]
     bugged_answers = answers[1] if batched else [answers[1]]

@@ -19,8 +19,7 @@ import trio
 from mcpwrap.config import load as config
 from mcpwrap.config import reader as config_reader
 from mcpwrap.config import schema
-from mcpwrap.serve import front
-from mcpwrap.serve import stdio as server_module
+from mcpwrap.serve import admission, common, driver as driver_module, outbox
 from mcpwrap.protocol.core import Core
 from tests.harness import HANG_S, Server, write_atomically
 
@@ -50,7 +49,7 @@ def test_many_more_waiting_calls_than_slots_all_complete(tools: Path, tmp_path: 
     """With 2 slots, 130 held calls (34 was the old cliff: 16 waiting per slot) all wait and all complete."""
     go = tmp_path / "go"
     n = 2 * (1 + 64)
-    assert server_module.QUEUED_PER_SLOT >= 64
+    assert admission.QUEUED_PER_SLOT >= 64
     with Server(tools, tmp_path, "--max-calls", "2", "--no-watch", env={"GO": str(go)}) as server:
         server.initialize()
         ids = [server.request("tools/call", {"name": "hold", "arguments": {}}) for _ in range(n)]
@@ -64,8 +63,8 @@ def test_the_waiting_room_is_bounded_by_the_bytes_of_the_waiting_requests(tools:
     """Few calls, but big ones: past WAITING_BYTES of waiting requests the next is refused; the others run."""
     go = tmp_path / "go"
     pad = "x" * (3 * 1024 * 1024)
-    fits = server_module.WAITING_BYTES // (len(pad) + 200)
-    assert fits + 2 < server_module.QUEUED_PER_SLOT            # the count alone would admit them all
+    fits = admission.WAITING_BYTES // (len(pad) + 200)
+    assert fits + 2 < admission.QUEUED_PER_SLOT            # the count alone would admit them all
     with Server(tools, tmp_path, "--max-calls", "1", "--no-watch", env={"GO": str(go)}) as server:
         server.initialize()
         running = server.request("tools/call", {"name": "hold", "arguments": {}})
@@ -158,9 +157,9 @@ def test_a_reload_frees_the_config_it_replaces_though_it_froze_the_new_one(tmp_p
     async def scenario() -> None:
         with trio.fail_after(HANG_S):
             async with trio.open_nursery() as nursery:
-                driver = server_module.Driver(core, front.Options(tmp_path / "secret", tmp_path / "state"), nursery,
-                                              server_module.Outbox())
-                nursery.start_soon(driver.watch, tools, front.file_signature(tools))
+                driver = driver_module.Driver(core, common.Options(tmp_path / "secret", tmp_path / "state"), nursery,
+                                              outbox.Outbox())
+                nursery.start_soon(driver.watch, tools, common.file_signature(tools))
                 write_atomically(tools, '[tools.only]\ncommand = ["echo", "only"]\n')
                 while replaced() is not None:
                     await trio.sleep(0.01)

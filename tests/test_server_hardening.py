@@ -23,9 +23,9 @@ import trio.testing
 
 from mcpwrap.config import load as config
 from mcpwrap.protocol import jsonrpc
-from mcpwrap.serve import front, stdio as server_module
+from mcpwrap.serve import admission, common, driver as driver_module
 from mcpwrap.protocol.core import Core
-from mcpwrap.serve.stdio import Outbox
+from mcpwrap.serve.outbox import Outbox
 from tests.harness import HANG_S, MODERN, Server, mcpwrap_cmd, modern_meta, until
 from tests.procs import with_env
 
@@ -274,7 +274,7 @@ def test_an_answer_leaves_only_after_every_action_of_its_decision(tmp_path: Path
     async def scenario() -> None:
         nonlocal driver
         async with trio.open_nursery() as nursery:
-            driver = server_module.Driver(core, front.Options(tmp_path / "secret", tmp_path / "state"), nursery,
+            driver = driver_module.Driver(core, common.Options(tmp_path / "secret", tmp_path / "state"), nursery,
                                           Outbox(write_now=write_now))
             for line in [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                              "protocolVersion": "2025-11-25", "capabilities": {},
@@ -287,7 +287,7 @@ def test_an_answer_leaves_only_after_every_action_of_its_decision(tmp_path: Path
 
     driver: Any = None
     trio.run(scenario)
-    assert len(seen) == 2 and seen[-1] == {(tmp_path / "notes.md").as_uri(): front.file_signature(tmp_path / "notes.md")}
+    assert len(seen) == 2 and seen[-1] == {(tmp_path / "notes.md").as_uri(): common.file_signature(tmp_path / "notes.md")}
 
 
 def test_a_free_slot_is_taken_without_a_scheduler_pass_and_a_full_one_waits_in_line() -> None:
@@ -299,12 +299,12 @@ def test_a_free_slot_is_taken_without_a_scheduler_pass_and_a_full_one_waits_in_l
             order.append("other task")
 
         async def second() -> None:
-            async with server_module._Held(limiter):
+            async with admission.Held(limiter):
                 order.append("second")
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(other)
-            async with server_module._Held(limiter):
+            async with admission.Held(limiter):
                 order.append("held")          # before the task started just above could run
                 assert limiter.borrowed_tokens == 1
                 nursery.start_soon(second)
@@ -313,7 +313,7 @@ def test_a_free_slot_is_taken_without_a_scheduler_pass_and_a_full_one_waits_in_l
         assert order == ["held", "other task", "second"] and limiter.borrowed_tokens == 0
         with trio.CancelScope() as scope:     # a call cancelled before it starts takes no token
             scope.cancel()
-            async with server_module._Held(limiter):
+            async with admission.Held(limiter):
                 order.append("never")
         assert scope.cancelled_caught and limiter.borrowed_tokens == 0 and "never" not in order
 
@@ -374,7 +374,7 @@ def test_calls_past_the_waiting_room_are_refused_clearly(tools: Path, tmp_path: 
     server = Server(tools, tmp_path, "--max-calls", "1", env={"GO": str(go)})
     try:
         server.initialize()
-        held = [server.request("tools/call", {"name": "hold", "arguments": {}}) for _ in range(1 + server_module.QUEUED_PER_SLOT)]
+        held = [server.request("tools/call", {"name": "hold", "arguments": {}}) for _ in range(1 + admission.QUEUED_PER_SLOT)]
         refused = server.call("tools/call", {"name": "hold", "arguments": {}})
         assert refused["result"]["isError"] is True
         assert "--max-calls" in refused["result"]["content"][0]["text"]
@@ -482,11 +482,11 @@ def test_an_answer_that_cannot_be_encoded_becomes_an_error_for_its_id() -> None:
     nested: Any = {}
     for _ in range(300):
         nested = [nested]
-    answer = front._encodable({"jsonrpc": "2.0", "id": 7, "result": {"structuredContent": nested}})
+    answer = common.encodable({"jsonrpc": "2.0", "id": 7, "result": {"structuredContent": nested}})
     assert answer["id"] == 7 and answer["error"]["code"] == jsonrpc.INTERNAL_ERROR
     jsonrpc.encode(answer)                     # and that one can be written
     note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": nested}}
-    assert front._encodable(note) is note      # a notification has no id to answer: it is not sent
+    assert common.encodable(note) is note      # a notification has no id to answer: it is not sent
 
 
 def test_serve_takes_the_hard_open_files_limit(tools: Path, tmp_path: Path) -> None:

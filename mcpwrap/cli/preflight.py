@@ -4,7 +4,7 @@ A server that starts on a token file it cannot read answers 401 to everything, f
 state directory cannot be made fails its first task. So `serve` (and `client-config --token-file`)
 refuse to start instead, with exit status 3, the path, what is wrong with it and the fix:
 `--token-file` must be a readable regular file holding a token line (held to the server's own
-rules, `serve.http.TokenFile`); `--certfile` and `--keyfile` readable files that make a TLS
+rules, `serve.http_gate.TokenFile`); `--certfile` and `--keyfile` readable files that make a TLS
 context; `--secret-file` (or MCPWRAP_SECRET_FILE) a regular file, or a path where one can be
 created; `--state-dir` (or MCPWRAP_STATE_DIR) a directory this user can write, or one that can
 be created. The tools file has its own (`config.load`, FILE:1:1). Only stat-level checks run for
@@ -72,13 +72,13 @@ def secret_file(path: Path, option: str) -> None:
 
 def token_file(path: Path, option: str = "--token-file") -> list[bytes]:
     """The tokens of a token file, held to the server's rules; a refusal with the fix otherwise."""
-    from mcpwrap.serve import http
+    from mcpwrap.serve import http_gate
     from mcpwrap.state import signing
 
     readable_file(path, option, "create it with one bearer token of at least 16 characters a line, mode 0600: "
                   + NEW_TOKEN.format(path=path))
     try:
-        tokens = http.TokenFile(path).current()
+        tokens = http_gate.TokenFile(path).current()
     except (OSError, signing.SecretFileError) as exc:
         fail(f"{option}: {exc}", EXIT_CONFIG)
     if not tokens:                       # the file went away since `readable_file` looked
@@ -88,7 +88,7 @@ def token_file(path: Path, option: str = "--token-file") -> list[bytes]:
 
 def http_files(remote: Any) -> None:
     """The files `serve --http` names: the token file, then the certificate and key (and that they make TLS)."""
-    from mcpwrap.serve import http
+    from mcpwrap.serve import http_gate
 
     if remote.token_file is not None:
         token_file(remote.token_file)
@@ -96,7 +96,7 @@ def http_files(remote: Any) -> None:
                                ("--keyfile", remote.keyfile, "the PEM private key of --certfile")):
         if path is not None:
             readable_file(path, option, f"give {what}, readable by this user")
-    if (problem := http.tls_problem(remote)) is not None:
+    if (problem := http_gate.tls_problem(remote)) is not None:
         fail(problem, EXIT_CONFIG)
 
 

@@ -1,7 +1,7 @@
 """`mcpwrap serve`: options resolved, the tools file (or the `--tool` options) loaded, the server run.
 
 An MCP host starts this for every session, so the way to its first answer imports only what the
-front needs to give it (`serve.front`); the HTTP driver is imported only with --http.
+front needs to give it (`serve.launch`, `serve.front`); the HTTP driver is imported only with --http.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ def serve(file: str | None, tool: list[str], describe: list[str], print_toml: bo
         raise UsageError(HTTP_ONLY)
     if http is not None:
         _need_hypercorn()
-        from mcpwrap.serve import http as http_module
+        from mcpwrap.serve import http_gate
         try:
-            remote = http_module.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
-                                              body_timeout, send_timeout)
+            remote = http_gate.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
+                                            body_timeout, send_timeout)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         preflight.http_files(remote)
@@ -84,19 +84,19 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     """Serve `file` (or the inline `tools`) on stdio, or over HTTP with `remote`; the exit status."""
     gc.disable()        # until `front.prepare` freezes them: the imports, the tools file and the core live as long
     from mcpwrap.config.model import Toolset
-    from mcpwrap.serve import front   # as the server, and no collection pass over them need delay its first answer
+    from mcpwrap.serve import common, launch   # as the server, and no collection pass over them need delay its first answer
 
     level = option_value(log_level, "--log-level", lambda: "info")
-    if level not in front.LEVELS:
-        fail(f"--log-level must be one of {', '.join(front.LEVELS)} (got {level!r})", EXIT_USAGE)
+    if level not in common.LEVELS:
+        fail(f"--log-level must be one of {', '.join(common.LEVELS)} (got {level!r})", EXIT_USAGE)
     state = state_path(state_dir)
     _check_paths(state_dir, secret_file)
-    calls = positive(max_calls, "--max-calls", front.Options.max_calls)
-    running_tasks = positive(max_tasks, "--max-tasks", front.Options.max_tasks)
+    calls = positive(max_calls, "--max-calls", common.Options.max_calls)
+    running_tasks = positive(max_tasks, "--max-tasks", common.Options.max_tasks)
     if (file is None) == (not tools):
         raise UsageError("Give a tools FILE or --tool NAME=COMMAND options (not both).")
     toolset = toolset or Toolset()
-    options = front.Options(
+    options = common.Options(
         secret_file=secret_path(secret_file),
         state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
         toolset=toolset)
@@ -115,7 +115,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         if remote is not None:
             from mcpwrap.serve import http
             return http.run(config, options, remote)
-        return front.run(config, options)
+        return launch.run(config, options)
     except Exception as exc:              # signing is imported only once a secret is needed: not for the first answer
         from mcpwrap.state.signing import SecretFileError
 

@@ -39,8 +39,13 @@ class Context:
 
 @dataclass(frozen=True)
 class Send:
-    """Write this message (or a batch's answers) to the client."""
+    """Write this message (or a batch's answers) to the client.
+
+    `answers`: the requests it answers (each one whose answer a batch's array holds); none for a
+    notification or a request of ours. An HTTP driver routes an answer to its response by them.
+    """
     message: dict[str, Any] | list[dict[str, Any]]
+    answers: tuple[RequestId, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) 
                                 {"requiredCapabilities": {"elicitation": {}}})
         state = asking.seal_state(pending, question, core.config, core.keyring_source(), core.clock())
         result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
-        return [Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "input_required")))]
+        return [Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "input_required")), (ctx.id,))]
     if not (ctx.rev.has("elicitation.server_request") and asking.can_ask(ctx.capabilities)):
         return [_refused(core, ctx, error_result(
             f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "

@@ -3,7 +3,7 @@
 `Core.receive` takes a decoded message and returns `Action`s: messages to
 send, calls to start or cancel, timers, task-store operations, resource reads,
 prompt and completion commands. The driver
-(`serve/stdio.py`) carries them out and reports outcomes back through the other
+(`serve/driver.py`, on stdio and over HTTP) carries them out and reports outcomes back through the other
 `Core` methods. The era of each request is decided from its body: modern
 `_meta` (or a method only 2026-07-28 has) means 2026-07-28 served statelessly,
 its envelope checked first; anything else belongs to this process's one legacy
@@ -95,9 +95,9 @@ class Core(ServerState):
             return self._batch(message)
         # Refusals are about this message alone: never routed into a batch by their id.
         if isinstance(message, Invalid):
-            return [Send(self._broken(message))]
+            return [Send(self._broken(message), () if message.id is None else (message.id,))]
         if isinstance(message, Request) and self._in_use(message.id):
-            return [Send(self._id_in_use(message.id))]
+            return [Send(self._id_in_use(message.id), (message.id,))]
         return self._routed(self._dispatch(message))
 
     def _dispatch(self, message: Request | Notification | Response) -> list[Action]:
@@ -138,11 +138,11 @@ class Core(ServerState):
         if not self.session.rev.has("jsonrpc.batch") or any(
                 isinstance(m, Request) and m.method == "initialize" for m in batch.items):
             error = ProtocolError(-32600, f"batches are not accepted in protocol revision {self.session.rev.version}")
-            return [Send(self.error_message(None, error, self.session.rev))]
+            return [Send(self.error_message(None, error, self.session.rev), _requested(batch))]
         if len(batch.items) > BATCH_ITEMS:
             error = ProtocolError(-32600, f"a batch may hold at most {BATCH_ITEMS} messages; nothing ran: send the "
                                   "requests separately or in smaller batches")
-            return [Send(self.error_message(None, error, self.session.rev))]
+            return [Send(self.error_message(None, error, self.session.rev), _requested(batch))]
         # Refusals are known at once, so they go first; the requests are registered before any runs.
         state, accepted, actions = BatchState(), list[Request | Notification | Response](), list[Action]()
         for item in batch.items:
@@ -170,7 +170,8 @@ class Core(ServerState):
             self._served(ctx)
             actions = HANDLERS[ctx.method](self, ctx)
         except ProtocolError as error:
-            actions = [Send(self.error_message(request.id, error, MODERN if is_modern else self.session.rev))]
+            rev = MODERN if is_modern else self.session.rev
+            actions = [Send(self.error_message(request.id, error, rev), (request.id,))]
             if error.diagnostic:
                 actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}", "warning"))
         return actions
@@ -263,7 +264,8 @@ class Core(ServerState):
             cancel = modern.tagged("notifications/cancelled", listen_id,
                                    {"requestId": listen_id, "reason": "server shutting down"})
             result = {"_meta": {modern.SUBSCRIPTION_KEY: listen_id}}
-            actions += [Send(cancel), Send(jsonrpc.response(listen_id, modern.stamp(result, self.config)))]
+            answer = jsonrpc.response(listen_id, modern.stamp(result, self.config))
+            actions += [Send(cancel), Send(answer, (listen_id,))]
         return actions
 
     @_answers
@@ -455,3 +457,7 @@ def _progress_token(params: Mapping[str, Any]) -> str | int | None:
     token = meta.get("progressToken") if isinstance(meta, dict) else None
     return token if isinstance(token, (str, int)) and not isinstance(token, bool) else None
 
+
+def _requested(batch: Batch) -> tuple[RequestId, ...]:
+    """The ids of a batch's requests: what an answer to the batch as a whole answers."""
+    return tuple(m.id for m in batch.items if isinstance(m, Request))

@@ -33,7 +33,7 @@ def unexpected(message: jsonrpc.Message | None, exc: Exception) -> list[Action]:
                for r in requests]
     actions: list[Action] = [Stderr(bug_report(f"on {_described(message)}", exc), "error")]
     if answers:
-        actions.append(Send(answers if isinstance(message, Batch) else answers[0]))
+        actions.append(Send(answers if isinstance(message, Batch) else answers[0], tuple(r.id for r in requests)))
     return actions
 
 

@@ -142,7 +142,7 @@ class ServerState:
         """A result for the request's era: modern results are stamped (resultType, serverInfo)."""
         if ctx.modern:
             result = modern.stamp(result, self.config)
-        return Send(jsonrpc.response(ctx.id, result))
+        return Send(jsonrpc.response(ctx.id, result), (ctx.id,))
 
     def listed(self, ctx: Context, page: dict[str, Any]) -> Send:
         """A list's page, with the cache hints of the revisions that have them."""
@@ -161,7 +161,7 @@ class ServerState:
         return message
 
     def error_reply(self, ctx: Context, error: ProtocolError) -> Send:
-        return Send(self.error_message(ctx.id, error, ctx.rev))
+        return Send(self.error_message(ctx.id, error, ctx.rev), (ctx.id,))
 
     def settled(self, ctx: Context) -> bool:
         """The request leaves `inflight` now; False if the client cancelled it (no answer, ever)."""
@@ -210,7 +210,8 @@ class ServerState:
         """The batch's array, its held bytes given back to the budget."""
         self.budget.held -= state.held
         state.held = 0
-        return [Send(state.answers)] if state.answers else []
+        answered = tuple(m["id"] for m in state.answers if m.get("id") is not None)
+        return [Send(state.answers, answered)] if state.answers else []
 
     def end(self) -> None:
         """This core's session is over: what its unfinished batches held is given back to the budget."""

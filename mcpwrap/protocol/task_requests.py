@@ -117,7 +117,7 @@ def _created(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action
     if not core.settled(ctx):
         return []
     result = tasking.create_result(record, ctx.rev)
-    actions: list[Action] = [Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "task")))
+    actions: list[Action] = [Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "task")), (ctx.id,))
                              if ctx.modern else core.reply(ctx, result)]
     if not ctx.modern and ctx.rev.has("tasks.core"):
         actions.append(TaskOp(ctx, "watch", task_id=record.task_id))
