@@ -33,7 +33,9 @@ def tools_config(file: str | Path | None, tools: Sequence[str], describe: Sequen
 
 def without_file(tools: Sequence[str], words: Sequence[str | None]) -> list[str | None]:
     """The positionals of a verb whose first is FILE: as given, or, with `--tool` (no FILE), shifted
-    one place on (`call --tool ... TOOL` puts TOOL where FILE is parsed)."""
+    one place on (`call --tool ... TOOL` puts TOOL where FILE is parsed). Without either, a usage error."""
+    if not tools and words[0] is None:
+        raise UsageError("Missing argument 'FILE'.")
     if not tools or words[0] is None:
         return list(words)
     if words[-1] is not None:
