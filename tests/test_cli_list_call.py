@@ -137,3 +137,12 @@ def test_describe_without_tool_is_refused_by_every_verb(tools: Path) -> None:
     for verb in (["list", str(tools)], ["call", str(tools), "slow"], ["client-config", str(tools)]):
         refused = run(*verb, "--describe", "x=y")
         assert refused.returncode == 2 and "--describe NAME=TEXT describes a --tool NAME" in refused.stderr, verb
+
+
+def test_read_takes_inline_tools_for_a_calls_kept_output(tmp_path: Path) -> None:
+    state = ("--state-dir", str(tmp_path / "state"))
+    called = run("call", "--tool", "lots=seq 1 {n:integer}", "lots", "-a", "n=200000", *state)
+    hint = re.search(r"mcpwrap (read .*)$", called.stderr, re.M)
+    assert called.returncode == 0 and hint, called.stderr
+    whole = run(*shlex.split(hint[1]))
+    assert (whole.returncode, whole.stdout) == (0, "".join(f"{n}\n" for n in range(1, 200001))), whole.stderr
