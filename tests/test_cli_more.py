@@ -310,7 +310,7 @@ def test_the_default_state_dir_is_platformdirs_own(monkeypatch: pytest.MonkeyPat
 
 def test_help_shows_metavars_not_python_types() -> None:
     shown = run("call", "--help", env={"COLUMNS": "100"})
-    assert shown.returncode == 0 and shown.stdout.startswith("Usage: mcpwrap call [OPTIONS] FILE TOOL [JSON]\n")
+    assert shown.returncode == 0 and shown.stdout.startswith("Usage: mcpwrap call [OPTIONS] [FILE] TOOL [JSON]\n")
     assert "-a, --arg NAME=VALUE" in shown.stdout and "-o, --output PATH" in shown.stdout
     for path in (["serve"], ["check"], ["list"], ["call"], ["tasks", "result"], ["client-config"], ["secret", "init"], []):
         text = run(*path, "--help").stdout

@@ -46,7 +46,8 @@ def test_call_of_a_plain_tool_loads_only_what_running_it_needs(tmp_path: Path) -
     for _ in range(2):                    # the first sight of the file checks its schemas (jsonschema)
         modules, enabled, frozen = loaded(tmp_path, "call", str(tools), "echo", "-a", "text=hi")
     assert {"trio", "mcpwrap.run.process", "mcpwrap.protocol.asking"} <= modules   # asked what is missing as serve is
-    assert not modules & (NEVER | {"mcpwrap.run.spool", "mcpwrap.tasks.store", "mcpwrap.protocol.core",
+    assert "mcpwrap.run.spool" in modules     # output past max_output is kept, as serve keeps it (issue 28 item 11)
+    assert not modules & (NEVER | {"mcpwrap.tasks.store", "mcpwrap.protocol.core",
                                    "mcpwrap.serve.stdio"}), "call loads what a plain tool does not use"
     assert enabled and frozen             # imported without collection passes, then frozen: none walks them later
 

@@ -9,55 +9,76 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mcpwrap.cli.common import (EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, assignment, fail, json_text, load_tools,
-                                print_json, print_text)
+from mcpwrap.cli.common import (EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, UsageError, assignment, fail, json_text, note,
+                                output_spool, print_json, print_text)
+from mcpwrap.cli.inline import tools_config, without_file
 from mcpwrap.cli.output import ProgressLine, write_binary
 from mcpwrap.cli.tasks import start_task, task_outcome
 
 
-def call(file: str, tool: str, arguments: str | None, arg: list[str], output: str | None, yes: bool,
-         task: bool, no_wait: bool, state_dir: str | None, secret_file: str | None, as_json: bool) -> NoReturn:
+def call(file: str | None, tool: str | None, arguments: str | None, arg: list[str], output: str | None, yes: bool,
+         task: bool, no_wait: bool, state_dir: str | None, secret_file: str | None, as_json: bool, inline: list[str],
+         describe: list[str]) -> NoReturn:
     """Run one tool as `serve` runs it for a client: the same checks and questions (asked here, on
-    the terminal), then the command, or a durable task with `--task`."""
-    if no_wait and not task:
-        fail("--no-wait goes with --task", EXIT_USAGE)
+    the terminal), then the command, or a durable task with `--task` or for a tool that `serve`
+    runs only as one (task = "always"); output beyond max_output is kept in the same spool."""
+    file, tool, arguments = without_file(inline, [file, tool, arguments])
+    if tool is None:
+        raise UsageError("Missing argument 'TOOL'.")
     gc.disable()        # what the imports and the tools file create lives until exit: no collection pass
     try:                # over it can free anything, and frozen, none walks it later
         from mcpwrap.protocol import asking  # noqa: F401
         from mcpwrap.run import process  # noqa: F401  (trio too: imported before the freeze)
 
-        config = load_tools(Path(file))
+        config = tools_config(file, inline, describe)
     finally:
         gc.freeze()
         gc.enable()
     spec = config.tool(tool)
     if spec is None:
-        fail(f"no tool named {tool!r} in {file} (tools: {', '.join(t.name for t in config.tools)})", EXIT_USAGE)
+        fail(f"no tool named {tool!r} in {file or '--tool'} (tools: {', '.join(t.name for t in config.tools)})"
+             + ("; with --tool options there is no tools FILE: give one or the other" if inline else ""), EXIT_USAGE)
+    if spec.task == "always" and not task:
+        note(f"{tool!r} has task = \"always\": it runs as a durable task, as `serve` runs it for a client")
+        task = True
+    if no_wait and not task:
+        fail("--no-wait goes with --task", EXIT_USAGE)
     args = _settled(spec, _given_arguments(spec, arguments, arg), yes)
     target = Path(output) if output else None
     if task:
         _call_as_task(config, spec, args, no_wait, state_dir, secret_file, target, as_json)
-    _run_call(spec, args, target, as_json)
+    import shlex
+
+    source = [file] if file else [w for spec in inline for w in ("--tool", spec)]
+    state = ["--state-dir", state_dir] if state_dir else []
+    _run_call(spec, args, output_spool(config, state_dir), lambda uri: shlex.join(["mcpwrap", "read", *source, uri, *state]),
+              target, as_json)
 
 
-def list_tools(file: str, as_json: bool) -> None:
-    """The tools, resources and prompts of a tools file, as text or as `serve` lists them."""
-    config = load_tools(Path(file))
+def list_tools(file: str | None, as_json: bool, inline: list[str], describe: list[str]) -> None:
+    """The tools, resources and prompts of a tools file (or of --tool options), as text or as
+    `serve` lists them; what mcpwrap does around a tool (confirm, elicit) under "mcpwrap"."""
+    config = tools_config(file, inline, describe)
     if as_json:      # as `serve` lists them (tools with the inputSchema each gets)
         from mcpwrap.protocol.prompts import render_prompt
         from mcpwrap.protocol.resources import render_resource
         from mcpwrap.protocol.revisions import LATEST_LEGACY
+        from mcpwrap.protocol.tools import render_tool
 
-        print_json({"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input_schema}
-                              for t in config.tools],
+        print_json({"tools": [{**render_tool(t, LATEST_LEGACY), **_behaviour(t)} for t in config.tools],
                     "resources": [render_resource(r, LATEST_LEGACY) for r in config.resources],
                     "prompts": [render_prompt(p, LATEST_LEGACY) for p in config.prompts]})
         return
     for tool in config.tools:
         print(f"{tool.name}  {tool.description}".rstrip())  # stdout-ok
+        if tool.confirm:
+            print(f"    asks first: {json_text(tool.confirm)}")  # stdout-ok
+        if tool.task != "never":
+            print(f"    runs {'only ' if tool.task == 'always' else 'also '}as a task (task = \"{tool.task}\")")  # stdout-ok
         _print_args(tool.args)
     for resource in config.resources:
         print(f"resource {resource.name}  {resource.uri or resource.uri_template}  "  # stdout-ok
@@ -71,13 +92,34 @@ def list_tools(file: str, as_json: bool) -> None:
                   f"{parg.description or ''}".rstrip())
 
 
+def _behaviour(tool: Any) -> dict[str, Any]:
+    """What mcpwrap does around a tool that its MCP listing does not say: the confirmation it asks,
+    the arguments it elicits when missing (under "mcpwrap"; nothing when there is neither)."""
+    extra = {"confirm": tool.confirm, "elicit": [a.name for a in tool.args if a.elicit]}
+    extra = {key: value for key, value in extra.items() if value}
+    return {"mcpwrap": extra} if extra else {}
+
+
 def _print_args(args: Any) -> None:
+    """Each argument: its type, its choices, whether the user is asked for it, its default."""
     for arg in args:
         kind = arg.schema.get("type", "any")
         kind = " or ".join(kind) if isinstance(kind, list) else kind
+        choices = _choices(arg.schema)
+        kind += f", one of {'/'.join(map(str, choices))}" if choices else ""
+        kind += " (asked of the user when missing)" if arg.elicit else ""
         extra = ("" if arg.required else f" (default {json_text(arg.schema['default'])})"
                  if "default" in arg.schema else " (optional)")
         print(f"    {arg.name}: {kind}{extra}  {arg.schema.get('description', '')}".rstrip())  # stdout-ok
+
+
+def _choices(schema: Any) -> list[Any] | None:
+    """The values an argument (or each item of an array argument) may take, when its schema lists them."""
+    from mcpwrap.config.model import string_consts
+
+    items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+    titled: Any = schema.get("oneOf") if schema.get("type") == "string" else items.get("anyOf")
+    return schema.get("enum") or items.get("enum") or ([v["const"] for v in titled] if string_consts(titled) else None)
 
 
 def _given_arguments(tool: Any, json_args: str | None, assignments: list[str]) -> dict[str, Any]:
@@ -229,21 +271,29 @@ def _call_as_task(config: Any, tool: Any, args: dict[str, Any], no_wait: bool, s
     task_outcome(store, task_id, True, target, as_json)
 
 
-def _run_call(tool: Any, args: dict[str, Any], target: Path | None, as_json: bool) -> NoReturn:
-    """Run the command here, its stderr (or progress) on ours, and print its result; exit 1 on a tool error."""
+def _run_call(tool: Any, args: dict[str, Any], spool: Any, read_command: Callable[[str], str],
+              target: Path | None, as_json: bool) -> NoReturn:
+    """Run the command here, its stderr (or progress) on ours, and print its result; exit 1 on a tool error.
+    Output beyond max_output is kept in `spool`, as `serve` keeps it, and stderr says the `mcpwrap read`
+    that reads it (`read_command` of its URI)."""
     import trio
 
+    from mcpwrap.result import ResourceLink
     from mcpwrap.run import process
 
     progress = ProgressLine(tool.name) if sys.stderr.isatty() and tool.progress else None
     try:
         result = trio.run(lambda: process.run(
             tool, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
-            on_progress=progress.update if progress else None))
+            on_progress=progress.update if progress else None, spool=spool))
     except process.ArgumentError as exc:
         fail(f"{exc} (nothing ran)", EXIT_USAGE)
     if progress:
         progress.clear()
+    for link in result.content:
+        if isinstance(link, ResourceLink):
+            note(f"the whole {link.uri.rpartition('/')[2]} is kept for {spool.ttl_s:g}s: "
+                 + read_command(link.uri))
     if as_json:
         print_json(result.to_json())
     else:

@@ -1,4 +1,5 @@
-"""`mcpwrap client-config`: the JSON an MCP client's config needs, to start `serve` or reach `serve --http`.
+"""`mcpwrap client-config`: the JSON an MCP client's config needs, to start `serve` (of a tools FILE or of
+`--tool` options) or reach `serve --http`.
 
 A token read from --token-file is never printed where a client can read it from the environment or
 prompt for it; where it cannot (Claude Desktop's bridge), it is, and stderr says so.
@@ -11,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mcpwrap.cli.common import EXIT_USAGE, UsageError, assignment, fail, load_tools, note, print_json
+from mcpwrap.cli.common import EXIT_USAGE, UsageError, assignment, fail, note, print_json
+from mcpwrap.cli.inline import tools_config
 
 CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "claude-mcp-add", "cursor", "vscode", "windsurf", "zed", "codex",
                   "gemini")
@@ -26,30 +28,32 @@ HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 
 
 def client_config(file: str | None, client: str, name: str | None, env: list[str], pin_path: bool, url: str | None,
-                  header: list[str], token_file: str | None) -> None:
-    """Print the entry for a served FILE (a command the client starts) or for a remote --url."""
+                  header: list[str], token_file: str | None, inline: list[str], describe: list[str]) -> None:
+    """Print the entry for a served FILE or --tool options (a command the client starts) or for a remote --url."""
     if client not in CLIENT_LAYOUTS:
         fail(f"--client must be one of {', '.join(CLIENT_LAYOUTS)} (got {client!r})", EXIT_USAGE)
     pinned = dict(assignment("--env", text) for text in env)
     if pin_path:
         pinned["PATH"] = os.environ.get("PATH", os.defpath)
-    if url is not None and file is None:
+    if url is not None and file is None and not inline and not describe:
         if client in LOCAL_ONLY:
             raise UsageError(f"--client {client} is written for a served FILE only; for --url use "
                              f"{', '.join(c for c in CLIENT_LAYOUTS if c not in LOCAL_ONLY)}")
         print_json(_remote_config(client, name or "mcpwrap", url, header, token_file, pinned))
         return
-    if file is None or url is not None:
-        raise UsageError("Give a tools FILE (a server the client starts) or --url (a remote one), not both.")
+    if url is not None:
+        raise UsageError("Give a tools FILE or --tool options (a server the client starts) or --url (a remote one), "
+                         "not both.")
     if header or token_file:
         raise UsageError("--header and --token-file go with --url (a served FILE needs no header)")
-    path = Path(file)
-    load_tools(path)
+    tools_config(file, inline, describe)                 # checked as `serve` will load it
+    served = ([str(Path(file).resolve())] if file is not None else
+              [*(w for spec in inline for w in ("--tool", spec)), *(w for text in describe for w in ("--describe", text))])
     command, args = _self_command()
-    entry: dict[str, Any] = {"command": command, "args": [*args, "serve", str(path.resolve())]}
+    entry: dict[str, Any] = {"command": command, "args": [*args, "serve", *served]}
     if pinned:
         entry["env"] = pinned
-    key = name or path.stem
+    key = name or (Path(file).stem if file is not None else "mcpwrap")
     if client == "codex":
         sys.stdout.write(_codex_toml(key, entry))  # stdout-ok
     elif client == "claude-mcp-add":

@@ -52,6 +52,12 @@ WHERE = (Param("where", "The tools file (optional: without it, every store under
          Param("task_id", "", metavar="TASK_ID", hidden=True))
 OUTPUT = _opt("output", "--output -o", "Write image/audio/binary content here (default: a temporary file named on stderr).", "PATH")
 
+INLINE = (_opt("inline", "--tool", "A tool with no file: NAME=COMMAND, the command split as a shell would, with "
+               "placeholders {arg}, {arg:integer} (or number, boolean), {arg?} for an optional one; repeatable.",
+               "NAME=COMMAND", many=True),
+          _opt("describe", "--describe", "The description a model reads for --tool NAME; repeatable.", "NAME=TEXT", many=True))
+FILE_OR_TOOL = Param("file", "The tools file (TOML); or, without it, --tool options.", metavar="[FILE]")
+
 GROUPS = {(): "Serve a TOML file of shell commands as an MCP server, on stdio or over Streamable HTTP.",
           ("secret",): "The shared secret that signs requestState (modern confirmations) and task records.",
           ("tasks",): "List, show, fetch, cancel and collect durable tasks. Exit status: 0 ok; 1 the task failed, "
@@ -59,11 +65,7 @@ GROUPS = {(): "Serve a TOML file of shell commands as an MCP server, on stdio or
                       "still running (`result` without --wait)."}
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("serve",): Command("Run the MCP server: on stdio (MCP messages on stdout, logs on stderr), or over Streamable HTTP with --http.", serve.serve, (
-        Param("file", "The tools file (TOML); or, without it, --tool options.", metavar="[FILE]"),
-        _opt("tool", "--tool", "A tool with no file: NAME=COMMAND, the command split as a shell would, with "
-             "placeholders {arg}, {arg:integer} (or number, boolean), {arg?} for an optional one; repeatable.",
-             "NAME=COMMAND", many=True),
-        _opt("describe", "--describe", "The description a model reads for --tool NAME; repeatable.", "NAME=TEXT", many=True),
+        FILE_OR_TOOL, *INLINE,
         _opt("print_toml", "--print-toml", "Print the tools file the --tool and --describe options stand for (a "
              "starting file: `mcpwrap check` accepts it) instead of serving."),
         STATE_DIR, SECRET_FILE,
@@ -99,11 +101,13 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("check",): Command("Validate a tools file as `serve` would (problems are printed as FILE:LINE:COL: message), "
                         "look for each program on PATH, and check the secret file if a tool needs it.", files.check, (
         _file(), _opt("strict", "--strict", "Make a program not found on PATH an error, not a warning."), SECRET_FILE)),
-    ("list",): Command("List the tools, their arguments and the inputSchema each gets.", call.list_tools, (
-        _file(), _opt("as_json", "--json", "Print tools and inputSchemas as JSON."))),
+    ("list",): Command("List the tools (their arguments, choices, confirmation, task support, what is asked of the "
+                       "user), resources and prompts; --json as `serve` lists them.", call.list_tools, (
+        FILE_OR_TOOL, *INLINE, _opt("as_json", "--json", "Print tools and inputSchemas as JSON, each tool's mcpwrap "
+                                    "behaviour (confirm, elicit, task) under \"mcpwrap\"."))),
     ("call",): Command("Run one tool the way `serve` would; exit 1 when the result is an error.", call.call, (
-        _file(), Param("tool", "The tool to run.", metavar="TOOL", default=REQUIRED),
-        Param("arguments", "Arguments as one JSON object.", metavar="[JSON]"),
+        FILE_OR_TOOL, Param("tool", "The tool to run.", metavar="TOOL"),
+        Param("arguments", "Arguments as one JSON object.", metavar="[JSON]"), *INLINE,
         _opt("arg", "--arg -a", "The raw text for a string argument, JSON for any other type; repeatable.", "NAME=VALUE", many=True),
         OUTPUT,
         _opt("yes", "--yes -y", "Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
@@ -112,8 +116,8 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         STATE_DIR, SECRET_FILE, _opt("as_json", "--json", "Print the whole result as JSON."))),
     ("read",): Command("Read a resource the way `serve` would (a file, a command's output, or a call's output "
                        "beyond the cap, whole); exit 1 when its command failed, 2 when there is no such resource.", content.read, (
-        _file(), Param("uri", "The resource's URI, as `list` shows it (a template filled in).", metavar="URI",
-                       default=REQUIRED),
+        FILE_OR_TOOL, Param("uri", "The resource's URI, as `list` shows it (a template filled in), or its name; "
+                            "a resource's exact URI wins over another's name.", metavar="URI|NAME"), *INLINE,
         OUTPUT, STATE_DIR, _opt("as_json", "--json", "Print the contents as `resources/read` returns them."))),
     ("prompt",): Command("Get a prompt the way `serve` would and print its messages, each under its [role].", content.prompt, (
         _file(), Param("name", "The prompt.", metavar="NAME", default=REQUIRED),
@@ -123,7 +127,7 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("client-config",): Command("Print what an MCP client's config needs: the JSON to paste (the TOML table for "
                                 "codex, the `claude mcp add` command for claude-mcp-add), for this tools file, or "
                                 "for a remote `serve --http` (--url).", client_config.client_config, (
-        Param("file", "The tools file (TOML); or, without it, --url.", metavar="[FILE]"),
+        Param("file", "The tools file (TOML); or, without it, --tool options or --url.", metavar="[FILE]"), *INLINE,
         _opt("client", "--client -c", f"{', '.join(client_config.CLIENT_LAYOUTS[:-1])} or {client_config.CLIENT_LAYOUTS[-1]}.", "CLIENT", default="claude-desktop"),
         _opt("name", "--name", "The server's key in the config (default: the file's stem).", "NAME"),
         _opt("env", "--env -e", "Set this variable in the server's environment; repeatable.", "NAME=VALUE", many=True),

@@ -101,6 +101,13 @@ def load_tools(file: Path, validated_dir: Path | None = None) -> Any:
         raise SystemExit(EXIT_CONFIG) from None
 
 
+def output_spool(config: Any, state_dir: str | None) -> Any:
+    """The tools file's output spool under the state dir, where `serve` keeps output beyond the cap."""
+    from mcpwrap.run.spool import Spool
+
+    return Spool.for_tools_file(state_path(state_dir), config.path, config.spool.quota, config.spool.ttl_s)
+
+
 def option_value(given: str | None, name: str, default: Callable[[], Any]) -> Any:
     """A flag beats its MCPWRAP_* variable, which beats the default."""
     if given:

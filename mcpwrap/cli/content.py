@@ -8,14 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NoReturn
 
-from mcpwrap.cli.common import (EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, assignment, fail, load_tools, print_json,
-                                print_text, state_path)
+from mcpwrap.cli.common import (EXIT_OK, EXIT_TOOL_ERROR, EXIT_USAGE, UsageError, assignment, fail, load_tools,
+                                output_spool, print_json, print_text)
+from mcpwrap.cli.inline import tools_config, without_file
 from mcpwrap.cli.output import write_binary
 
 
-def read(file: str, uri: str, output: str | None, state_dir: str | None, as_json: bool) -> NoReturn:
-    """Read a resource as `serve` would; an output URI gives its whole stream (from `offset`, or
-    `length` bytes of it). Text goes to stdout, binary contents to files as `call` writes them."""
+def read(file: str | None, uri: str | None, output: str | None, state_dir: str | None, as_json: bool,
+         inline: list[str], describe: list[str]) -> NoReturn:
+    """Read a resource, given by its URI or its name (`by_name`), as `serve` would; an output URI gives its
+    whole stream (from `offset`, or `length` bytes of it). Text goes to stdout, binary contents to files
+    as `call` writes them."""
     import trio
 
     from mcpwrap.protocol import resources
@@ -24,8 +27,12 @@ def read(file: str, uri: str, output: str | None, state_dir: str | None, as_json
     from mcpwrap.result import ToolResult
     from mcpwrap.serve import effects
 
-    config = load_tools(Path(file))
-    spool = _spool(config, state_dir)
+    file, uri = without_file(inline, [file, uri])
+    if uri is None:
+        raise UsageError("Missing argument 'URI|NAME'.")
+    config = tools_config(file, inline, describe)
+    uri = by_name(config, uri)
+    spool = output_spool(config, state_dir)
     try:
         target = resources.resolve(config, uri, LATEST_LEGACY)
         outcome = (_output_stream(spool, target, uri) if isinstance(target, resources.OutputPage)
@@ -60,7 +67,8 @@ def prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json:
     try:
         found, arguments = prompts.parse_get(config, {"name": name, "arguments": dict(
             assignment("--arg", a) for a in arg)})
-        blocks = trio.run(effects.prompt_blocks, config, found, arguments, _spool(config, state_dir), LATEST_LEGACY)
+        blocks = trio.run(effects.prompt_blocks, config, found, arguments, output_spool(config, state_dir),
+                          LATEST_LEGACY)
     except ProtocolError as exc:
         _content_failed(exc)
     if as_json:
@@ -77,11 +85,23 @@ def prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json:
     raise SystemExit(EXIT_OK)
 
 
-def _spool(config: Any, state_dir: str | None) -> Any:
-    """The tools file's output spool, where `serve` keeps output beyond the cap."""
-    from mcpwrap.run.spool import Spool
-
-    return Spool.for_tools_file(state_path(state_dir), config.path, config.spool.quota, config.spool.ttl_s)
+def by_name(config: Any, given: str) -> str:
+    """The URI `read` reads for what the user gave. The two cannot be mistaken: a URI has a scheme
+    ("scheme:...", as `check` requires of every resource's), a name never has a ':' (`check` allows
+    only A-Z a-z 0-9 _ - .). So text with a ':' is read as a URI, as given; text without names a
+    resource, whose URI is read (a usage error naming the resources if none has that name, or if it
+    is a template, whose URI needs its arguments filled in)."""
+    if ":" in given:
+        return given
+    named = next((r for r in config.resources if r.name == given), None)
+    if named is None:
+        fail(f"no resource named {given!r} in {config.path} (resources: "
+             f"{', '.join(r.name for r in config.resources) or 'none'}); a URI has a scheme, as in file:///...",
+             EXIT_USAGE)
+    if named.uri is None:
+        fail(f"resource {given!r} is a template: give its URI with the arguments filled in ({named.uri_template})",
+             EXIT_USAGE)
+    return str(named.uri)
 
 
 def _output_stream(spool: Any, target: Any, uri: str) -> list[Any]:

@@ -9,22 +9,19 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from mcpwrap.cli import preflight
-from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, assignment, fail, load_tools, note, option_value, positive,
-                                secret_path, state_path)
+from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, fail, note, option_value, positive, secret_path,
+                                state_path)
+from mcpwrap.cli.inline import inline_tools, tools_config
 
 HTTP_ONLY = ("--token-file, --allowed-origin, --insecure-no-auth, --rate, --certfile, --keyfile, --body-timeout "
              "and --send-timeout apply only with --http")
-INLINE_TOOLS = Path("(--tool)")          # where problems of the inline form point
-INLINE_PLACEHOLDER = r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([a-z]+))?(\?)?\}"
-INLINE_TYPES = ("string", "integer", "number", "boolean")
 
 
-def serve(file: str | None, tool: list[str], describe: list[str], print_toml: bool, state_dir: str | None, secret_file: str | None, log_level: str | None,
+def serve(file: str | None, inline: list[str], describe: list[str], print_toml: bool, state_dir: str | None, secret_file: str | None, log_level: str | None,
           max_calls: str | None, max_tasks: str | None, watch: bool, read_only: bool, only: list[str],
           exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
           insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None,
@@ -36,12 +33,10 @@ def serve(file: str | None, tool: list[str], describe: list[str], print_toml: bo
         return frozenset(n.strip() for v in values for n in v.split(",") if n.strip())
 
     if print_toml:
-        if file is not None or not tool:
+        if file is not None or not inline:
             raise UsageError("--print-toml prints the tools file that --tool options stand for: give --tool, no FILE")
-        sys.stdout.write(inline_tools(tool, describe))  # stdout-ok: it prints a file, it serves nothing
+        sys.stdout.write(inline_tools(inline, describe))  # stdout-ok: it prints a file, it serves nothing
         raise SystemExit(0)
-    if describe and not tool:
-        raise UsageError("--describe NAME=TEXT describes a --tool NAME")
     remote = None
     if http is None and (token_file or allowed_origin or insecure_no_auth or rate or certfile or keyfile
                          or body_timeout or send_timeout):
@@ -56,7 +51,7 @@ def serve(file: str | None, tool: list[str], describe: list[str], print_toml: bo
             raise UsageError(str(exc)) from None
         preflight.http_files(remote)
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
-                                   max_calls, max_tasks, tool, Toolset(read_only, names(only), names(exclude)), remote,
+                                   max_calls, max_tasks, inline, Toolset(read_only, names(only), names(exclude)), remote,
                                    describe))
 
 
@@ -93,16 +88,13 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     _check_paths(state_dir, secret_file)
     calls = positive(max_calls, "--max-calls", common.Options.max_calls)
     running_tasks = positive(max_tasks, "--max-tasks", common.Options.max_tasks)
-    if (file is None) == (not tools):
-        raise UsageError("Give a tools FILE or --tool NAME=COMMAND options (not both).")
     toolset = toolset or Toolset()
     options = common.Options(
         secret_file=secret_path(secret_file),
         state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
         toolset=toolset)
 
-    config = (load_tools(file, state / "validated") if file is not None
-              else _loads_inline(inline_tools(tools or [], describe or [])))
+    config = tools_config(file, tools or [], describe or [], state / "validated")
     if unknown := toolset.unknown(config):
         raise UsageError(f"--only/--exclude name tools {config.path} does not define: {', '.join(unknown)}")
     config = toolset.apply(config)
@@ -130,61 +122,3 @@ def _check_paths(state_dir: str | None, secret_file: str | None) -> None:
         preflight.writable_dir(state_path(state_dir), option)
     if (option := preflight.named(secret_file, "--secret-file", "MCPWRAP_SECRET_FILE")) is not None:
         preflight.secret_file(secret_path(secret_file), option)
-
-
-def inline_tools(specs: list[str], describe: Sequence[str] = ()) -> str:
-    """The tools file that `--tool NAME=COMMAND` options (each described by a `--describe NAME=TEXT`) stand
-    for, as TOML text: what `--print-toml` prints, and `mcpwrap check` accepts.
-
-    COMMAND is split into words as a shell would (quotes, no expansion, no shell at run time);
-    a placeholder may say its type and whether it is optional: {path}, {n:integer}, {since?}.
-    The text then goes through `config.loads` like any tools file, so every rule applies.
-    """
-    import re
-    import shlex
-
-    import orjson
-
-    def quoted(text: str) -> str:
-        return orjson.dumps(text).decode()         # a JSON string is a TOML basic string
-
-    descriptions = dict(assignment("--describe", text) for text in describe)
-    if unknown := set(descriptions) - {spec.partition("=")[0] for spec in specs}:
-        fail(f"--describe names no --tool: {', '.join(sorted(unknown))}", EXIT_USAGE)
-    blocks = []
-    for spec in specs:
-        name, eq, command = spec.partition("=")
-        try:
-            words = shlex.split(command)
-        except ValueError as exc:
-            fail(f"--tool {spec!r}: {exc}", EXIT_USAGE)
-        if not eq or not name or not words:
-            fail(f"--tool {spec!r} must look like NAME=COMMAND, e.g. 'log=git log -n {{n:integer}} -- {{path?}}'", EXIT_USAGE)
-        args: dict[str, tuple[str, bool]] = {}
-
-        def declare(match: re.Match[str]) -> str:
-            kind, optional = match[2] or "string", bool(match[3])
-            if kind not in INLINE_TYPES or args.setdefault(match[1], (kind, optional)) != (kind, optional):
-                fail(f"--tool {spec!r}: {match[0]} must be one of {', '.join(INLINE_TYPES)}, the same "
-                     "each time the argument appears", EXIT_USAGE)
-            return "{" + match[1] + "}"
-
-        argv = [re.sub(INLINE_PLACEHOLDER, declare, word) for word in words]
-        about = [f"description = {quoted(descriptions[name])}"] if name in descriptions else []
-        blocks.append("\n".join([f"[tools.{quoted(name)}]", *about, f"command = {orjson.dumps(argv).decode()}", *(
-            f"args.{arg} = {{ type = {quoted(kind)}{', optional = true' if optional else ''} }}"
-            for arg, (kind, optional) in args.items())]))
-    return "\n\n".join(['[server]\nname = "mcpwrap"', *blocks]) + "\n"
-
-
-def _loads_inline(text: str) -> Any:
-    """The config of `--tool` options; a problem is shown with the TOML it was read from."""
-    from mcpwrap.config import load as config
-
-    try:
-        return config.loads(text.encode(), INLINE_TOOLS)
-    except config.ConfigError as exc:
-        print(f"mcpwrap: the --tool options, as a tools file:\n{text}", file=sys.stderr)
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG) from None
