@@ -64,7 +64,7 @@ def expand_variables(text: str, environ: Mapping[str, str]) -> str:
         if found is None and form[2] is None:
             raise ValueError(f"${{{form[1]}}} is not set in the server's environment (give a default: "
                              f"${{{form[1]}:-...}}; write $$ for a literal $)")
-        return found if found or form[2] is None else form[2]
+        return found or (form[2] if form[2] is not None else "")
 
     return VARIABLE.sub(value, text)
 
