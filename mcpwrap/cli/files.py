@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,40 +46,68 @@ def _loads_draft(text: str, path: Path) -> Any:
 
 
 def check(file: str, strict: bool, secret_file: str | None) -> None:
-    """Validate as `serve` would, look for each program, check the secret a tool needs, report confinement."""
+    """Validate as `serve` would, look at what the file asks of this machine (`config.machine`),
+    check the secret a tool needs, report confinement."""
+    from mcpwrap.config.machine import machine_problems
+
     config = load_tools(Path(file))
-    missing = _missing_programs(config)
-    for problem in missing:
-        print(f"{colour('mcpwrap:', '1;33')} {'error' if strict else 'warning'}: {problem}", file=sys.stderr)
+    warnings = machine_problems(config)
+    for problem in warnings:
+        print(as_warning(problem, "error" if strict else "warning"), file=sys.stderr)
     _check_secret(config, secret_file)
-    if missing and strict:
+    if warnings and strict:
         raise SystemExit(EXIT_CONFIG)
     more = "".join(f", {len(items)} {kind}(s)" for kind, items in (("resource", config.resources),
                                                                     ("prompt", config.prompts)) if items)
     print(f"{file}: ok, {len(config.tools)} tool(s){more}")  # stdout-ok
-    for tool in config.tools:
-        for line in confinement_report(tool):
-            print(line)  # stdout-ok
+    for line in confinement_report(config.tools):
+        print(line)  # stdout-ok
 
 
-def confinement_report(tool: Any) -> list[str]:
-    """A tool's effective sandbox, limits and environment policy, and what this kernel enforces of them."""
-    from mcpwrap.run import landlock, limits
+def as_warning(problem: Any, severity: str = "warning") -> str:
+    """A problem of the machine rather than the file: FILE:LINE:COL: warning: message."""
+    return f"{problem.path}:{problem.line}:{problem.col}: {colour(severity + ':', '1;33')} {problem.message}"
 
-    def verdict(gaps: list[str], required: bool) -> list[str]:
-        return [f"    NOT ENFORCED HERE: {gap}" for gap in gaps] + (
-            [f"    so its calls {'are refused (required = true)' if required else 'run anyway (required = false)'}"]
-            if gaps else [])
+
+def confinement_report(tools: Sequence[Any]) -> list[str]:
+    """The tools' effective sandboxes, limits and environment policies, and what this kernel enforces
+    of them: what every sandbox shares said once, then a line per tool (and what differs for it)."""
+    from mcpwrap.config.tools import SYSTEM_READ, SYSTEM_WRITE
+    from mcpwrap.run import landlock
+
+    abi = landlock.abi()
+    policies = {t.name: landlock.Policy(read=t.sandbox.read, write=t.sandbox.write, network=t.sandbox.network)
+                for t in tools if t.sandbox is not None}
+    described = {name: landlock.describe(policy, abi) if abi else [] for name, policy in policies.items()}
+    shared = [line for line in next(iter(described.values()), []) if all(line in d for d in described.values())]
+    lines = [f"sandboxes: the system paths are {' '.join(SYSTEM_READ)} (read) and {' '.join(SYSTEM_WRITE)} (write)",
+             *(f"    {line}" for line in shared)] if policies else []
+    for tool in tools:
+        if (sandbox := tool.sandbox) is not None:
+            system = all(p in sandbox.read for p in SYSTEM_READ)
+            read = [p for p in sandbox.read if not (system and p in SYSTEM_READ)]
+            write = [p for p in sandbox.write if not (system and p in SYSTEM_WRITE)]
+            reads = " and ".join(filter(None, [" ".join(read), "the system paths" if system else ""])) or "nothing"
+            writes = " and ".join(filter(None, [" ".join(write), "a private TMPDIR"]))
+            lines += [f"{tool.name}: sandbox: read {reads}; write {writes}; "
+                      f"network {'allowed' if sandbox.network else 'denied'}",
+                      *(f"    {line}" for line in described[tool.name] if line not in shared),
+                      *_verdict(landlock.missing(policies[tool.name], abi), sandbox.required)]
+        lines += _limits_and_env(tool)
+    return lines
+
+
+def _verdict(gaps: list[str], required: bool) -> list[str]:
+    return [f"    NOT ENFORCED HERE: {gap}" for gap in gaps] + (
+        [f"    so its calls {'are refused (required = true)' if required else 'run anyway (required = false)'}"]
+        if gaps else [])
+
+
+def _limits_and_env(tool: Any) -> list[str]:
+    """A tool's limits and environment policy, and what this kernel enforces of them."""
+    from mcpwrap.run import limits
 
     lines = []
-    if (sandbox := tool.sandbox) is not None:
-        policy = landlock.Policy(read=sandbox.read, write=sandbox.write, network=sandbox.network)
-        abi = landlock.abi()
-        lines += [f"{tool.name}: sandbox: read {' '.join(sandbox.read)}",
-                  f"    write {' '.join(sandbox.write) or '(nothing)'} and a private TMPDIR; "
-                  f"network {'allowed' if sandbox.network else 'denied (TCP)'}",
-                  *(f"    {line}" for line in (landlock.describe(policy, abi) if abi else [])),
-                  *verdict(landlock.missing(policy, abi), sandbox.required)]
     if (limited := tool.limits) is not None:
         how = limits.available()
         set_ = [name for name in ("memory", "cpu", "processes", "open_files", "file_size")
@@ -86,31 +115,11 @@ def confinement_report(tool: Any) -> list[str]:
         lines += [f"{tool.name}: limits: " + "; ".join(
                       limits.sentence(limited, name).removeprefix("exceeded ").replace(" limit ", " ")
                       + f" ({how.get(name, 'not enforceable here')})" for name in set_),
-                  *verdict(limits.missing(limited), limited.required)]
+                  *_verdict(limits.missing(limited), limited.required)]
     if tool.env_inherit is not True:
         passed = ", ".join(("PATH", *tool.env_inherit)) if tool.env_inherit else "PATH"
         lines.append(f"{tool.name}: environment: only {passed} of the server's, plus its env table")
     return lines
-
-
-def _missing_programs(config: Any) -> list[str]:
-    """What is wrong with each command whose program is not found as the runner would look for it:
-    on the PATH of the tool's environment, or relative to its cwd when it holds a slash."""
-    import shutil
-
-    missing = []
-    for tool in config.tools:
-        if tool.command is None:
-            continue
-        program = str(tool.command[0])                # config keeps the program a string
-        if "/" in program:
-            where = tool.cwd / program
-            if not (where.is_file() and os.access(where, os.X_OK)):
-                missing.append(f"tool {tool.name!r}: program {program!r} is not an executable file (in {tool.cwd})")
-        elif shutil.which(program, path={**os.environ, **tool.env}.get("PATH", os.defpath)) is None:
-            missing.append(f"tool {tool.name!r}: program {program!r} is not on PATH (an MCP host may start "
-                           "`serve` with a shorter one: see `client-config --pin-path`)")
-    return missing
 
 
 def _check_secret(config: Any, secret_file: str | None) -> None:

@@ -31,7 +31,7 @@ def main() -> None:
     path: tuple[str, ...] = ()
     while path in GROUPS and argv and not argv[0].startswith("-"):
         if path + (argv[0],) not in COMMANDS and path + (argv[0],) not in GROUPS:
-            _usage_error(path, f"No such command '{argv[0]}'.")
+            _usage_error(path, f"No such command '{argv[0]}'." + _did_you_mean(path, argv[0]))
         path, argv = path + (argv[0],), argv[1:]
     words = argv[:argv.index("--")] if "--" in argv else argv
     command = COMMANDS.get(path)
@@ -41,6 +41,14 @@ def main() -> None:
         sys.stdout.write(_help(path))  # stdout-ok
     else:
         _run(path, command, argv)
+
+
+def _did_you_mean(path: tuple[str, ...], word: str) -> str:
+    """" Did you mean 'check'?" for the command of the group `path` nearest to a misspelt `word`."""
+    from mcpwrap.config.reader import closest
+
+    hint = closest(word, {p[-1] for p in (*COMMANDS, *GROUPS) if len(p) == len(path) + 1 and p[:-1] == path})
+    return f" Did you mean '{hint}'?" if hint else ""
 
 
 def _group(path: tuple[str, ...], argv: list[str], words: list[str]) -> None:

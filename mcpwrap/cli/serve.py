@@ -100,6 +100,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     config = toolset.apply(config)
     if not config.tools and (toolset.read_only or toolset.only):
         fail("--read-only/--only leave no tool to serve", EXIT_USAGE)
+    _warn_of_this_machine(config)
     if sys.stdin.isatty() and remote is None:
         note(f"serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
              "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.")
@@ -114,6 +115,17 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         if not isinstance(exc, SecretFileError):
             raise
         fail(str(exc), EXIT_CONFIG)
+
+
+def _warn_of_this_machine(config: Any) -> None:
+    """One stderr line for each thing this machine lacks that a served command needs (a program
+    not on the PATH the host gave, a missing cwd, a sandbox that cannot read its interpreter): the
+    server still starts, and the calls that need it fail, saying why."""
+    from mcpwrap.cli.files import as_warning
+    from mcpwrap.config.machine import machine_problems
+
+    for problem in machine_problems(config):
+        print(as_warning(problem), file=sys.stderr)
 
 
 def _check_paths(state_dir: str | None, secret_file: str | None) -> None:

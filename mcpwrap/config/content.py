@@ -15,7 +15,7 @@ from typing import Any
 from mcpwrap.config.model import PLACEHOLDER, TEMPLATE_EXPR, Arg, Prompt, PromptArg, PromptMessage, Resource, Spool, Tool
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
 from mcpwrap.config.tools import (ARG_NAME, TOOL_NAME, check_command, check_placeholders, limits_of, read_args,
-                                  read_env, sandbox_of, table_cwd)
+                                  read_cwd, read_env, sandbox_of)
 
 SPOOL_KEYS = {"quota", "ttl"}
 RESOURCE_KEYS = {"title", "description", "uri", "uri_template", "path", "mime_type", "command", "shell", "args",
@@ -71,7 +71,7 @@ def _command_tool(r: Reader, name: str, t: dict[str, Any], key: tuple[str, ...],
     argv = check_command(r, key, command, args) if command is not None else None
     if command is not None and argv is None:
         return None
-    cwd = table_cwd(t, defaults, base_dir)
+    cwd = read_cwd(r, t, key, defaults["cwd"], base_dir)
     return Tool(name=name, description="", args=tuple(args),
                 command=argv, shell=r.typed(t, key, "shell", str),
                 cwd=cwd, env={**defaults["env"], **read_env(r, t, key)},
@@ -146,7 +146,7 @@ def _read_resource(r: Reader, name: str, t: dict[str, Any], key: tuple[str, ...]
                         mime_type=mime or mimetypes.guess_type(path.name)[0] or "application/octet-stream",
                         **common)
     table, completers = _completers(r, t, key)
-    args = read_args(r, table, key, table_cwd(table, defaults, base_dir))
+    args = read_args(r, table, key, read_cwd(r, table, key, defaults["cwd"], base_dir))
     names = {a.name for a in args}
     for var in completers.keys() - names:
         r.problem(key + ("args", var), f"'{var}' is not an argument")

@@ -8,6 +8,7 @@ writes as strings ("1.5s", "64KiB"); the serve options use them too.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from functools import cached_property
@@ -22,6 +23,8 @@ SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|KiB|MB|MiB|GB|GiB)?\s*$")
 SIZE_UNITS = {None: 1, "B": 1, "KB": 1000, "KiB": 1024, "MB": 1000**2, "MiB": 1024**2,
               "GB": 1000**3, "GiB": 1024**3}
 DURATION_UNITS = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+VARIABLE = re.compile(r"\$(\$|\{([^}]*)(\}?))")
+NAME_AND_DEFAULT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.S)
 
 
 def parse_duration(value: Any) -> float:
@@ -42,6 +45,28 @@ def parse_size(value: Any) -> int:
         raise ValueError(f"bad size {value!r}: use a positive number of bytes or a string "
                          "like \"64KiB\", \"1MiB\", \"10MB\"")
     return int(float(match[1]) * SIZE_UNITS[match[2]])
+
+
+def expand_variables(text: str, environ: Mapping[str, str]) -> str:
+    """`text` with each ${NAME} replaced by the variable's value in `environ`, ${NAME:-default} by
+    the default when it is unset or empty, and $$ by one $; any other $ is kept. ValueError names a
+    variable that is unset and has no default, or a ${ that is not one of these forms."""
+    if "$" not in text:
+        return text
+
+    def value(match: re.Match[str]) -> str:
+        if match[1] == "$":
+            return "$"
+        form = NAME_AND_DEFAULT.fullmatch(match[2])
+        if not match[3] or form is None:
+            raise ValueError(f"'{match[0]}' is not ${{NAME}} or ${{NAME:-default}} (write $$ for a literal $)")
+        found = environ.get(form[1])
+        if found is None and form[2] is None:
+            raise ValueError(f"${{{form[1]}}} is not set in the server's environment (give a default: "
+                             f"${{{form[1]}:-...}}; write $$ for a literal $)")
+        return found or (form[2] if form[2] is not None else "")
+
+    return VARIABLE.sub(value, text)
 
 
 class _Locator:
@@ -68,7 +93,8 @@ class _Locator:
             if stripped.startswith("["):
                 header = stripped.strip("[] \t").split("]")[0]
                 table = self._split(header)
-                self.positions.setdefault(table, (lineno, indent + 1))
+                for end in range(1, len(table) + 1):    # [tool.b] places an unknown 'tool' too
+                    self.positions.setdefault(table[:end], (lineno, indent + 1))
                 continue
             match = self.KEY.match(line)
             if not match:
@@ -132,6 +158,7 @@ class Reader:
         self.path = path
         self.text = text
         self.problems: list[Problem] = []
+        self.seen: set[Problem] = set()
         self.schemas = SchemaChecks(check_schemas)
 
     def check_schemas_now(self) -> None:
@@ -145,7 +172,10 @@ class Reader:
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
         line, col = self.locator.find(key)
-        self.problems.append(Problem(self.path, line, col, message))
+        problem = Problem(self.path, line, col, message)
+        if problem not in self.seen:          # a key read twice (a resource's cwd) is told once
+            self.seen.add(problem)
+            self.problems.append(problem)
 
     def keys(self, table: Mapping[str, Any], key: tuple[str, ...], allowed: set[str]) -> None:
         for name in table:
@@ -165,6 +195,15 @@ class Reader:
                          + " or ".join(TYPE_NAMES.get(k, k.__name__) for k in kinds))
             return default
         return value
+
+    def expanded(self, key: tuple[str, ...], what: str, text: str) -> str:
+        """`text` with the server's ${VAR}s filled (`expand_variables`), once, as the file is read;
+        a problem at `key` when one cannot be."""
+        try:
+            return expand_variables(text, os.environ)
+        except ValueError as exc:
+            self.problem(key, f"{what}: {exc}")
+            return text
 
     def converted(self, table: Mapping[str, Any], key: tuple[str, ...], name: str,
                   parse: Any, default: Any) -> Any:

@@ -46,12 +46,32 @@ def schema_problem(key: Key, schema: Mapping[str, Any]) -> tuple[Key, str] | Non
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        return key + tuple(str(p) for p in exc.path), f"invalid JSON Schema at '{'.'.join(key)}': {exc.message}"
+        error = _not_a_choice(exc) or exc
+        return (key + tuple(str(p) for p in error.absolute_path),
+                f"invalid JSON Schema at '{'.'.join(key)}': {error.message}")
     if "default" in schema:
         error = next(Draft202012Validator(schema).iter_errors(schema["default"]), None)
         if error is not None:
             return key + ("default",), f"default does not match its own schema: {error.message}"
     return None
+
+
+def _not_a_choice(error: Any) -> Any:
+    """The deepest value that is not one of its choices under `error` (jsonschema's own message for
+    it names them: "'int' is not one of ['array', ...]"), said as the choices; None when there is none.
+    An anyOf of the meta-schema ("'int' is not valid under any of the given schemas") hides it."""
+    found = [e for e in _descendants(error) if e.validator == "enum"]
+    if not found:
+        return None
+    deepest = max(found, key=lambda e: len(e.absolute_path))
+    deepest.message = f"{deepest.instance!r} is not one of {', '.join(map(str, deepest.validator_value))}"
+    return deepest
+
+
+def _descendants(error: Any) -> Iterator[Any]:
+    yield error
+    for sub in error.context or ():
+        yield from _descendants(sub)
 
 
 class SchemaChecks:

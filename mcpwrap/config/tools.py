@@ -70,15 +70,21 @@ def _made(cls: type[T], **fields: Any) -> T:
 
 
 def read_env(r: Reader, table: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, str]:
+    """The `env` table, each value with the server's ${VAR}s filled (argument values never are)."""
     env = r.typed(table, key, "env", dict, {})
+    found = {}
     for name, value in env.items():
-        if not isinstance(value, str):
+        if isinstance(value, str):
+            found[name] = r.expanded(key + ("env", name), f"env value '{name}'", value)
+        else:
             r.problem(key + ("env", name), f"env value '{name}' must be a string")
-    return {k: v for k, v in env.items() if isinstance(v, str)}
+    return found
 
 
-def table_cwd(t: Mapping[str, Any], defaults: dict[str, Any], base_dir: Path) -> Path:
-    return (base_dir / t["cwd"]) if isinstance(t.get("cwd"), str) else defaults["cwd"]
+def read_cwd(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], default: Path, base_dir: Path) -> Path:
+    """The table's `cwd` (${VAR}s filled, relative to the tools file's directory), or `default`."""
+    cwd = r.typed(t, key, "cwd", str)
+    return default if cwd is None else base_dir / r.expanded(key + ("cwd",), "cwd", cwd)
 
 
 def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
@@ -88,7 +94,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     if not TOOL_NAME.match(name):
         r.problem(key, f"tool name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
     r.keys(t, key, TOOL_KEYS)
-    cwd = table_cwd(t, defaults, base_dir)
+    cwd = read_cwd(r, t, key, defaults["cwd"], base_dir)
     args = read_args(r, t, key, cwd)
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)

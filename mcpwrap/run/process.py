@@ -322,6 +322,9 @@ async def _start_call(tool: Tool, argv: list[str], env: dict[str, str], stdin_pi
         if confinement is not None:
             confinement.close()
             confinement.release()
+        if not tool.cwd.is_dir():                       # the kernel says ENOENT for the cwd as for the program
+            raise _NotStarted(f"cannot start {argv[0]!r}: its cwd {tool.cwd} "
+                              f"{'is not a directory' if tool.cwd.exists() else 'does not exist'}; nothing ran") from exc
         raise _NotStarted(f"cannot start {argv[0]!r}" + (" confined as its tools file asks" if confinement else "")
                           + f": {getattr(exc, 'strerror', None) or exc}; nothing ran") from exc
 
