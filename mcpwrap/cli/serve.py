@@ -77,7 +77,7 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
                   tools: list[str] | None = None, toolset: Any = None, remote: Any = None,
                   describe: list[str] | None = None) -> int:
     """Serve `file` (or the inline `tools`) on stdio, or over HTTP with `remote`; the exit status."""
-    gc.disable()        # until `front.prepare` freezes them: the imports, the tools file and the core live as long
+    gc.disable()        # until `common.prepare` freezes them: the imports, the tools file and the core live as long
     from mcpwrap.config.model import Toolset
     from mcpwrap.serve import common, launch   # as the server, and no collection pass over them need delay its first answer
 
