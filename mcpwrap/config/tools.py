@@ -77,8 +77,14 @@ def read_env(r: Reader, table: Mapping[str, Any], key: tuple[str, ...]) -> dict[
     return {k: v for k, v in env.items() if isinstance(v, str)}
 
 
-def table_cwd(t: Mapping[str, Any], defaults: dict[str, Any], base_dir: Path) -> Path:
-    return (base_dir / t["cwd"]) if isinstance(t.get("cwd"), str) else defaults["cwd"]
+def where_it_runs(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], defaults: dict[str, Any],
+                  base_dir: Path) -> tuple[Path, dict[str, str]]:
+    """Where a command of the tools file runs and the variables it gets over the inherited ones, whatever
+    asks for it (a tool, a resource, a prompt message, a completion): its table's `cwd` (relative to the
+    tools file) else [server] cwd, and [server] env with the table's `env` over it. The one rule, stated
+    once in mcpwrap-tools(5) (WHERE COMMANDS RUN)."""
+    cwd = (base_dir / t["cwd"]) if isinstance(t.get("cwd"), str) else defaults["cwd"]
+    return cwd, {**defaults["env"], **read_env(r, t, key)}
 
 
 def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
@@ -88,7 +94,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     if not TOOL_NAME.match(name):
         r.problem(key, f"tool name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
     r.keys(t, key, TOOL_KEYS)
-    cwd = table_cwd(t, defaults, base_dir)
+    cwd, env = where_it_runs(r, t, key, defaults, base_dir)
     args = read_args(r, t, key, cwd)
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)
@@ -111,7 +117,6 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
     annotations = _read_annotations(r, t, key)
-    env = {**defaults["env"], **read_env(r, t, key)}
     return _made(
         Tool,
         name=name,
