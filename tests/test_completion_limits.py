@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from mcpwrap.config import load as config
-from mcpwrap.protocol.actions import Complete, StopComplete
+from mcpwrap.protocol.actions import Complete, Stderr, StopComplete
 from mcpwrap.protocol.core import Core
 from mcpwrap.protocol.prompts import COMPLETION_TTL_S, COMPLETION_WAITERS
 from mcpwrap.protocol.tools import ProtocolError
@@ -74,16 +74,22 @@ def test_requests_while_a_command_runs_wait_for_it_and_a_fresh_result_is_reused(
     assert len(again) == 1 and isinstance(again[0], Complete) and again[0].run != first[0].run  # expired: runs
 
 
-def test_a_failing_command_answers_every_waiter_with_its_error(tmp_path: Path) -> None:
-    core, _ = make(tmp_path)
+def test_a_failing_command_answers_every_waiter_with_no_candidates_and_says_so_once(tmp_path: Path) -> None:
+    core, now = make(tmp_path)
     init(core)
     run = feed(core, completing("a", 1))[0].run
     for i in range(2, 6):
         assert feed(core, completing("a" * i, i)) == []
-    out = sent(core.completed(run, ProtocolError(-32603, "complete command 'sh' failed: boom")))
-    assert sorted(m["id"] for m in out) == [1, 2, 3, 4, 5]
-    assert all(m["error"] == {"code": -32603, "message": "complete command 'sh' failed: boom"} for m in out)
-    assert isinstance(feed(core, completing("a", 6))[0], Complete)                   # a failure is not cached
+    actions = core.completed(run, ProtocolError(-32603, "complete command prompts.pick.args.word.complete "
+                                                        "failed: boom\n[exited with status 3]"))
+    out = sent(actions)
+    assert sorted(m["id"] for m in out) == [1, 2, 3, 4, 5] and all(values(m) == [] for m in out)
+    assert [a.text for a in actions if isinstance(a, Stderr)] == [
+        "mcpwrap: complete command prompts.pick.args.word.complete failed: boom [exited with status 3]; "
+        "answered with no candidates"]
+    assert values(sent(feed(core, completing("a", 6)))[0]) == []       # a failing command is rate limited too
+    now[0] += COMPLETION_TTL_S
+    assert isinstance(feed(core, completing("a", 7))[0], Complete)
 
 
 def test_cancelled_waiters_are_dropped_and_the_starter_s_cancel_does_not_stop_the_run(tmp_path: Path) -> None:
@@ -129,7 +135,7 @@ def test_keystrokes_over_stdio_run_the_command_once(tmp_path: Path, fails: bool)
         (tmp_path / "gate").touch()
         answers = server.responses(ids)
         if fails:
-            assert all(a["error"]["code"] == -32603 for a in answers)
+            assert all(values(a) == [] for a in answers)
         else:
             assert [values(a) for a in answers] == [[c for c in CANDIDATES if c.startswith(p)] for p in prefixes]
         runs = until(lambda: (tmp_path / "counter").read_text().splitlines(), "the counter")

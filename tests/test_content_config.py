@@ -47,7 +47,9 @@ def test_a_file_with_resources_and_prompts_only() -> None:
     assert cfg.tools == () and cfg.spool == config.Spool(10 * 1024 * 1024, 600.0)
     readme, log = cfg.resources
     assert readme.uri == "file:///tmp/project/README.md" and readme.mime_type == "text/markdown"
-    assert log.uri is None and log.tool is not None and log.completers == {"branch": ("git", "branch")}
+    assert log.uri is None and log.tool is not None and log.completers.keys() == {"branch"}
+    complete = log.completers["branch"]    # a command of the file like any other: where it runs, its limits
+    assert (complete.command, complete.cwd, complete.timeout_s) == (("git", "branch"), Path("/tmp/project"), 10.0)
     assert (log.cache_ttl_ms, log.cache_scope) == (5000, "public")
     prompt = cfg.prompts[0]
     assert prompt.arg("branch") == model.PromptArg("branch", True, examples=("main",))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import random
 import subprocess
 import sys
@@ -118,10 +119,13 @@ def _task_tools(tmp_path: Path) -> Path:
 
 
 def test_task_creation_with_an_unusable_state_dir(tmp_path: Path) -> None:
+    """A state directory that cannot be made is refused at start (test_cli_flags.py); one that stops
+    being usable while the server runs costs the request, not the server."""
     blocked = tmp_path / "state-is-a-file"
-    blocked.write_text("not a directory")
     with Server(_task_tools(tmp_path), tmp_path, state=blocked) as s:
         s.initialize("2025-11-25")
+        shutil.rmtree(blocked, ignore_errors=True)     # made at start: swapped for a file under the server
+        blocked.write_text("not a directory")
         answer = s.call("tools/call", {"name": "job", "arguments": {}, "task": {"ttl": 60000}})
         assert answer["error"]["code"] == -32603 and "task store" in answer["error"]["message"]
         assert s.call("ping")["result"] == {}

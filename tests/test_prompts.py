@@ -100,7 +100,7 @@ def test_completion_from_lists_and_commands(tmp_path: Path, rev: str) -> None:
     action = feed(core, request(2, "completion/complete", {**meta, "ref": {"type": "ref/resource",
                                                                             "uri": "git://branch/{name}"},
                                                            "argument": {"name": "name", "value": "d"}}))[0]
-    assert isinstance(action, Complete) and action.command[0] == "printf"
+    assert isinstance(action, Complete) and action.command.command[0] == "printf"
     many = [f"d{i:03}" for i in range(150)]
     out = sent(core.completed(action.run, ["main", *many, "d000"]))[0]
     mcpschema.check(rev, out, "completion/complete")

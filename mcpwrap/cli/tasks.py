@@ -53,16 +53,19 @@ def tasks_cancel(where: str, task_id: str | None, state_dir: str | None, as_json
     from mcpwrap.tasks import views as tasks
 
     store, task_id = _find_task(where, task_id, state_dir)
+    was: str | None = None
     try:
         record = store.cancel(task_id)
     except TaskLookupError as exc:
         _no_task(store, task_id, exc.reason)
     except TaskTerminalError as exc:
-        fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
+        if exc.record.status != "cancelled":      # finished otherwise: what was asked can no longer be done
+            fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
+        record, was = exc.record, "was already cancelled"   # already what was asked
     if as_json:
         print_json(tasks.public_json(record))
     else:
-        print(f"cancelled {task_id}")  # stdout-ok
+        print(f"task {task_id} {was}" if was else f"cancelled {task_id}")  # stdout-ok
 
 
 def tasks_gc(file: str, state_dir: str | None, as_json: bool) -> None:

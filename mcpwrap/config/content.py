@@ -1,30 +1,34 @@
 """[spool], [resources.NAME] and [prompts.NAME]: the parts of a tools file that are more of MCP than tools.
 
-A command resource and a command message are read as a tool is (`config.tools`: same argument
-and argv rules, the server's sandbox, limits and env_inherit), so the runner runs them alike.
+A command resource, a command message and a `complete` command are read as a tool is
+(`config.tools`: same argument and argv rules, the same `where_it_runs`, the server's sandbox, limits
+and env_inherit), so the runner runs them alike. A file resource's path is canonical (its directory
+resolved, `..` gone), and so is the `file://` URI it is listed under.
 """
 
 from __future__ import annotations
 
 import re
-import urllib.parse
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mcpwrap.config.model import PLACEHOLDER, TEMPLATE_EXPR, Arg, Prompt, PromptArg, PromptMessage, Resource, Spool, Tool
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
 from mcpwrap.config.tools import (ARG_NAME, TOOL_NAME, check_command, check_placeholders, limits_of, read_args,
-                                  read_cwd, read_env, sandbox_of)
+                                  sandbox_of, where_it_runs)
 
 SPOOL_KEYS = {"quota", "ttl"}
 RESOURCE_KEYS = {"title", "description", "uri", "uri_template", "path", "mime_type", "command", "shell", "args",
                  "cwd", "env", "timeout", "max_output", "kill_grace", "output", "cache_ttl", "cache_scope"}
 PROMPT_KEYS = {"title", "description", "args", "messages"}
-PROMPT_ARG_KEYS = {"title", "description", "required", "enum", "examples", "complete"}
+PROMPT_ARG_KEYS = {"title", "description", "required", "default", "enum", "examples", "complete"}
 MESSAGE_KEYS = {"role", "text", "resource", "command", "shell"}
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]*$")
 OUTPUT_URI = "mcpwrap://output/"   # reserved for the spool (kept output beyond max_output)
+COMPLETE_TIMEOUT_S = 10.0          # a `complete` command answers a keystroke: it gets at most this long
+COMPLETE_OUTPUT = 1024 * 1024      # and this much output
 
 
 def template_variables(template: str) -> list[tuple[str, bool]]:
@@ -39,42 +43,51 @@ def read_spool(r: Reader, doc: dict[str, Any]) -> Spool:
     return Spool(quota, r.converted(table, ("spool",), "ttl", parse_duration, Spool.ttl_s))
 
 
-def _completers(r: Reader, t: dict[str, Any], key: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
+def _completers(r: Reader, t: dict[str, Any], key: tuple[str, ...], defaults: dict[str, Any],
+                base_dir: Path) -> tuple[dict[str, Any], dict[str, Tool]]:
     """The table without its args' `complete` keys (not JSON Schema), and those commands by argument."""
-    found: dict[str, tuple[str, ...]] = {}
+    found: dict[str, Tool] = {}
     args = t.get("args")
     if not isinstance(args, dict):
         return t, found
     stripped = {}
     for name, fragment in args.items():
         if isinstance(fragment, dict) and "complete" in fragment:
-            argv = _argv(r, key + ("args", name, "complete"), fragment["complete"])
-            if argv:
-                found[name] = argv
+            tool = _complete_tool(r, key + ("args", name, "complete"), fragment["complete"], defaults, base_dir)
+            if tool is not None:
+                found[name] = tool
             fragment = {k: v for k, v in fragment.items() if k != "complete"}
         stripped[name] = fragment
     return {**t, "args": stripped}, found
 
 
-def _argv(r: Reader, key: tuple[str, ...], value: Any) -> tuple[str, ...] | None:
+def _complete_tool(r: Reader, key: tuple[str, ...], value: Any, defaults: dict[str, Any],
+                   base_dir: Path) -> Tool | None:
+    """An argument's `complete` command: a command of the file like any other (where it runs, its
+    confinement), with no arguments and a keystroke's time and output."""
     if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
         r.problem(key, f"'{'.'.join(key)}' must be a non-empty array of strings (an argv)")
         return None
-    return tuple(value)
+    tool = _command_tool(r, ".".join(key), {"command": value}, key, [], defaults,
+                         where_it_runs(r, {}, key, defaults, base_dir))
+    if tool is None:
+        return None
+    return replace(tool, timeout_s=min(tool.timeout_s, COMPLETE_TIMEOUT_S),
+                   max_output=min(tool.max_output, COMPLETE_OUTPUT))
 
 
 def _command_tool(r: Reader, name: str, t: dict[str, Any], key: tuple[str, ...], args: list[Arg],
-                  defaults: dict[str, Any], base_dir: Path, output: str = "text") -> Tool | None:
-    """A resource's or prompt message's command, run exactly like a tool's (same runner, same rules,
-    and the server's sandbox, limits and env_inherit)."""
+                  defaults: dict[str, Any], place: tuple[Path, dict[str, str]], output: str = "text") -> Tool | None:
+    """A resource's, prompt message's or completion's command, run exactly like a tool's (same runner,
+    same rules, `place` from `where_it_runs`, and the server's sandbox, limits and env_inherit)."""
     command = r.typed(t, key, "command", list)
     argv = check_command(r, key, command, args) if command is not None else None
     if command is not None and argv is None:
         return None
-    cwd = read_cwd(r, t, key, defaults["cwd"], base_dir)
+    cwd, env = place
     return Tool(name=name, description="", args=tuple(args),
                 command=argv, shell=r.typed(t, key, "shell", str),
-                cwd=cwd, env={**defaults["env"], **read_env(r, t, key)},
+                cwd=cwd, env=env,
                 timeout_s=r.converted(t, key, "timeout", parse_duration, defaults["timeout"]),
                 max_output=r.converted(t, key, "max_output", parse_size, defaults["max_output"]),
                 output=output, kill_grace_s=r.converted(t, key, "kill_grace", parse_duration, 2.0),
@@ -93,6 +106,12 @@ def _named_tables(r: Reader, doc: dict[str, Any], section: str,
             r.problem(key, f"{section[:-1]} name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
         r.keys(table, key, allowed)
         yield name, key, table
+
+
+def _canonical(path: Path) -> Path:
+    """`path` with its directory resolved (symlinks, `.` and `..` taken as the kernel takes them) and its
+    own name kept, so a symlinked file stays the link the author named."""
+    return path.resolve() if path.name == ".." else path.parent.resolve() / path.name
 
 
 def read_resources(r: Reader, doc: dict[str, Any], defaults: dict[str, Any], base_dir: Path) -> tuple[Resource, ...]:
@@ -141,12 +160,13 @@ def _read_resource(r: Reader, name: str, t: dict[str, Any], key: tuple[str, ...]
             r.problem(key + (bad,), f"'{bad}' is for command resources; a 'path' resource is one fixed file")
         import mimetypes                  # here: only a file resource without a mime_type needs it
 
-        path = base_dir / r.typed(t, key, "path", str, "")
-        return Resource(uri=uri or "file://" + urllib.parse.quote(str(path)), uri_template=None, path=path,
+        path = _canonical(base_dir / r.typed(t, key, "path", str, ""))
+        return Resource(uri=uri or path.as_uri(), uri_template=None, path=path,
                         mime_type=mime or mimetypes.guess_type(path.name)[0] or "application/octet-stream",
                         **common)
-    table, completers = _completers(r, t, key)
-    args = read_args(r, table, key, read_cwd(r, table, key, defaults["cwd"], base_dir))
+    table, completers = _completers(r, t, key, defaults, base_dir)
+    place = where_it_runs(r, table, key, defaults, base_dir)
+    args = read_args(r, table, key, place[0])
     names = {a.name for a in args}
     for var in completers.keys() - names:
         r.problem(key + ("args", var), f"'{var}' is not an argument")
@@ -160,7 +180,7 @@ def _read_resource(r: Reader, name: str, t: dict[str, Any], key: tuple[str, ...]
                 r.problem(key + ("args", arg.name), f"argument '{arg.name}' is not a variable of uri_template")
     elif args:
         r.problem(key + ("args",), "arguments of a resource are the variables of its 'uri_template'")
-    tool = _command_tool(r, f"resources.{name}", table, key, args, defaults, base_dir,
+    tool = _command_tool(r, f"resources.{name}", table, key, args, defaults, place,
                          "blob" if output == "blob" else "text")
     if tool is None:
         return None
@@ -173,7 +193,7 @@ def read_prompts(r: Reader, doc: dict[str, Any], defaults: dict[str, Any], base_
                  resource_uris: set[str]) -> tuple[Prompt, ...]:
     out = []
     for name, key, t in _named_tables(r, doc, "prompts", PROMPT_KEYS):
-        args = [_read_prompt_arg(r, key + ("args", arg_name), arg_name, fragment)
+        args = [_read_prompt_arg(r, key + ("args", arg_name), arg_name, fragment, defaults, base_dir)
                 for arg_name, fragment in r.typed(t, key, "args", dict, {}).items()
                 if is_table(r, key + ("args", arg_name), fragment)]
         # A command message sees the arguments as a tool would: strings, enum-checked, same injection rules.
@@ -204,14 +224,16 @@ def read_prompts(r: Reader, doc: dict[str, Any], defaults: dict[str, Any], base_
                 r.problem(mkey, f"messages[{i}].resource '{resource}' is not the uri of a [resources] table")
             tool = None
             if kinds[0] in ("command", "shell"):
-                tool = _command_tool(r, f"prompts.{name}.messages[{i}]", m, mkey, as_tool_args, defaults, base_dir)
+                tool = _command_tool(r, f"prompts.{name}.messages[{i}]", m, mkey, as_tool_args, defaults,
+                                     where_it_runs(r, m, mkey, defaults, base_dir))
             messages.append(PromptMessage(role, text, resource, tool))
         out.append(Prompt(name, tuple(args), tuple(messages), r.typed(t, key, "title", str),
                           r.typed(t, key, "description", str)))
     return tuple(out)
 
 
-def _read_prompt_arg(r: Reader, key: tuple[str, ...], name: str, t: dict[str, Any]) -> PromptArg:
+def _read_prompt_arg(r: Reader, key: tuple[str, ...], name: str, t: dict[str, Any], defaults: dict[str, Any],
+                     base_dir: Path) -> PromptArg:
     if not ARG_NAME.match(name):
         r.problem(key, f"argument name '{name}' must match [A-Za-z_][A-Za-z0-9_]*")
     r.keys(t, key, PROMPT_ARG_KEYS)
@@ -222,6 +244,13 @@ def _read_prompt_arg(r: Reader, key: tuple[str, ...], name: str, t: dict[str, An
             r.problem(key + (list_key,), f"'{list_key}' must be an array of strings (prompt arguments are strings)")
             value = None
         strings[list_key] = tuple(value) if value is not None else None
-    return PromptArg(name, r.typed(t, key, "required", bool, False), r.typed(t, key, "title", str),
-                     r.typed(t, key, "description", str), strings["enum"], strings["examples"] or (),
-                     _argv(r, key + ("complete",), t["complete"]) if "complete" in t else None)
+    required, default = r.typed(t, key, "required", bool, False), r.typed(t, key, "default", str)
+    if default is not None and required:
+        r.problem(key + ("default",), f"'{name}' has a default, but a required argument has no default "
+                  "(drop one of them)")
+    if default is not None and strings["enum"] is not None and default not in strings["enum"]:
+        r.problem(key + ("default",), f"the default {default!r} is not one of its enum: {', '.join(strings['enum'])}")
+    return PromptArg(name, required, r.typed(t, key, "title", str), r.typed(t, key, "description", str),
+                     strings["enum"], strings["examples"] or (),
+                     _complete_tool(r, key + ("complete",), t["complete"], defaults, base_dir) if "complete" in t
+                     else None, default)

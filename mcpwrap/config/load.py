@@ -29,7 +29,8 @@ from mcpwrap.config.model import Config, Problem
 # Not used here: named for the modules that reach them as `config.load.Tool` (serve/, tasks/) and `config.Toolset`.
 from mcpwrap.config.model import Spool as Spool, Tool as Tool, Toolset as Toolset
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
-from mcpwrap.config.tools import CONFINEMENT_KEYS, env_inherit, limits_table, read_cwd, read_env, read_tool, sandbox_table
+from mcpwrap.config.tools import (CONFINEMENT_KEYS, env_inherit, limits_table, read_tool, sandbox_table,
+                                  where_it_runs)
 
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
 SERVER_KEYS = {"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output"} | CONFINEMENT_KEYS
@@ -123,9 +124,10 @@ def _read_document(r: Reader, doc: dict[str, Any], path: Path, digest: str) -> C
     r.keys(server, ("server",), SERVER_KEYS)
     key = ("server",)
     base_dir = path.resolve().parent
+    server_cwd, server_env = where_it_runs(r, server, key, {"cwd": base_dir, "env": {}}, base_dir)
     defaults = {
-        "cwd": read_cwd(r, server, key, base_dir, base_dir),
-        "env": read_env(r, server, key),
+        "cwd": server_cwd,
+        "env": server_env,
         "timeout": r.converted(server, key, "timeout", parse_duration, 60.0),
         "max_output": r.converted(server, key, "max_output", parse_size, 1024 * 1024),
         "sandbox": sandbox_table(r, server, key),

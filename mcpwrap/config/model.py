@@ -157,19 +157,20 @@ class Resource:
     blob: bool = False                 # command output as base64 rather than text
     cache_ttl_ms: int = 0
     cache_scope: str = "private"
-    completers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)   # arg -> argv of `complete`
+    completers: Mapping[str, Tool] = field(default_factory=dict)   # arg -> its `complete` command
 
 
 @dataclass(frozen=True)
 class PromptArg:
-    """A prompt argument (prompt arguments are strings)."""
+    """A prompt argument (prompt arguments are strings); absent, it is its `default`, else empty."""
     name: str
     required: bool
     title: str | None = None
     description: str | None = None
     enum: tuple[str, ...] | None = None
     examples: tuple[str, ...] = ()
-    complete: tuple[str, ...] | None = None
+    complete: Tool | None = None       # its `complete` command
+    default: str | None = None
 
 
 @dataclass(frozen=True)

@@ -81,10 +81,15 @@ def read_env(r: Reader, table: Mapping[str, Any], key: tuple[str, ...]) -> dict[
     return found
 
 
-def read_cwd(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], default: Path, base_dir: Path) -> Path:
-    """The table's `cwd` (${VAR}s filled, relative to the tools file's directory), or `default`."""
+def where_it_runs(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], defaults: dict[str, Any],
+                  base_dir: Path) -> tuple[Path, dict[str, str]]:
+    """Where a command of the tools file runs and the variables it gets over the inherited ones, whatever
+    asks for it (a tool, a resource, a prompt message, a completion): its table's `cwd` (${VAR}s filled,
+    relative to the tools file) else [server] cwd, and [server] env with the table's `env` over it. The
+    one rule, stated once in mcpwrap-tools(5) (WHERE COMMANDS RUN)."""
     cwd = r.typed(t, key, "cwd", str)
-    return default if cwd is None else base_dir / r.expanded(key + ("cwd",), "cwd", cwd)
+    place = defaults["cwd"] if cwd is None else base_dir / r.expanded(key + ("cwd",), "cwd", cwd)
+    return place, {**defaults["env"], **read_env(r, t, key)}
 
 
 def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
@@ -94,7 +99,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     if not TOOL_NAME.match(name):
         r.problem(key, f"tool name '{name}' must be 1-128 characters of A-Z a-z 0-9 _ - .")
     r.keys(t, key, TOOL_KEYS)
-    cwd = read_cwd(r, t, key, defaults["cwd"], base_dir)
+    cwd, env = where_it_runs(r, t, key, defaults, base_dir)
     args = read_args(r, t, key, cwd)
     command = r.typed(t, key, "command", list)
     shell = r.typed(t, key, "shell", str)
@@ -117,7 +122,6 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
     annotations = _read_annotations(r, t, key)
-    env = {**defaults["env"], **read_env(r, t, key)}
     return _made(
         Tool,
         name=name,

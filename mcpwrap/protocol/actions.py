@@ -139,7 +139,7 @@ class Complete:
     """Run a `complete` command once for every request waiting on `run`; its output lines (or its
     `ProtocolError`) are reported to `Core.completed(run, ...)`."""
     run: int
-    command: tuple[str, ...]
+    command: Tool
 
 
 @dataclass(frozen=True)

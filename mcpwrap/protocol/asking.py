@@ -222,6 +222,22 @@ def seal_state(pending: Pending, question: Question, config: Config, keyring: se
     return sealing.seal(keyring, claims, now, bound=pending.ctx.principal)
 
 
+def _differs(claims: Mapping[str, Any], request: CallRequest, config: Config) -> list[str]:
+    """What differs between a verified state's claims (`seal_state`) and this retry, in words."""
+    tool = request.tool.name
+    checks = [
+        (claims.get("v") == STATE_VERSION, f"it is of state format {claims.get('v')!r}, not {STATE_VERSION}"),
+        (claims.get("m") == "tools/call", f"it was issued for method {claims.get('m')!r}, not tools/call"),
+        (claims.get("t") == tool, f"it was issued for tool {claims.get('t')!r}, not {tool!r}"),
+        (claims.get("a") == sealing.digest(request.arguments),
+         "it was issued for other arguments than this call's"),
+        (claims.get("c") == config.digest, "the tools file changed since it was issued (it was reloaded)"),
+        (isinstance(claims.get("g"), dict) and isinstance(claims.get("r"), int),
+         "its answers so far or its round are malformed"),
+    ]
+    return [words for ok, words in checks if not ok]
+
+
 def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.Keys, now: float,
            as_task: bool) -> Pending | ToolResult:
     """A modern retry: verify requestState, then fold in the answer to the question it names.
@@ -240,12 +256,10 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.
     except sealing.StateError as exc:
         raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
     claims = unsealed.claims
-    expected = {"v": STATE_VERSION, "m": "tools/call", "t": request.tool.name,
-                "a": sealing.digest(request.arguments), "c": config.digest}
-    wrong = [k for k, v in expected.items() if claims.get(k) != v]
-    if wrong or not isinstance(claims.get("g"), dict) or not isinstance(claims.get("r"), int):
+    differs = _differs(claims, request, config)
+    if differs:
         raise ProtocolError(-32602, "invalid or expired requestState",
-                            diagnostic=f"requestState is bound to another {'/'.join(wrong) or 'content'}")
+                            diagnostic=f"requestState refused: {'; '.join(differs)}")
     pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
                       as_task=as_task, round=claims["r"], original=request.arguments,
                       state=Once(unsealed.nonce, unsealed.expires_at))

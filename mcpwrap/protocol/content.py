@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from mcpwrap.config.model import Prompt
 from mcpwrap.protocol import prompts, resources
-from mcpwrap.protocol.actions import Action, Complete, Context, GetPrompt, ReadResource
+from mcpwrap.protocol.actions import Action, Complete, Context, GetPrompt, ReadResource, Stderr
 from mcpwrap.protocol.server_state import CompletionRun, ServerState
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import Block, Text
@@ -24,6 +24,8 @@ from mcpwrap.result import Resource as Contents
 
 if TYPE_CHECKING:
     from mcpwrap.protocol.pages import Page
+
+REASON_EDGE = 200                 # a failed completion's stderr line keeps this much of each end of the reason
 
 
 def _list_resources(core: ServerState, ctx: Context) -> list[Action]:
@@ -128,17 +130,23 @@ def prompt_done(core: ServerState, ctx: Context, prompt: Prompt, blocks: list[tu
 
 
 def completed(core: ServerState, run: int, outcome: list[str] | ProtocolError) -> list[Action]:
-    """A run's output lines (kept for `COMPLETION_TTL_S`) or its error, for every request waiting on it."""
+    """A run's output lines, for every request waiting on it, kept for `COMPLETION_TTL_S`. The command is
+    a helper: its failure answers no candidates (kept as long, so a broken command is rate limited
+    too) and is said once on stderr; the requests do not fail."""
     key = next((k for k, running in core.completing.items() if running.run == run), None)
     if key is None:                   # stopped: nobody waits
         return []
     waiters = core.completing.pop(key).waiters
-    if not isinstance(outcome, ProtocolError):
-        core.completions.put(key, outcome, core.clock())
     answers: list[Action] = []
+    if isinstance(outcome, ProtocolError):
+        reason = " ".join(outcome.message.split())
+        if len(reason) > 2 * REASON_EDGE:
+            reason = f"{reason[:REASON_EDGE]} ... {reason[-REASON_EDGE:]}"
+        answers.append(Stderr(f"mcpwrap: {reason}; answered with no candidates", "warning"))
+        outcome = []
+    core.completions.put(key, outcome, core.clock())
     for ctx, prefix in waiters:
         if core.settled(ctx):
-            answers.append(core.error_reply(ctx, outcome) if isinstance(outcome, ProtocolError)
-                           else core.reply(ctx, prompts.complete_result(outcome, prefix)))
+            answers.append(core.reply(ctx, prompts.complete_result(outcome, prefix)))
     return answers
 

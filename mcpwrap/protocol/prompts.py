@@ -1,11 +1,14 @@
 """Prompts and completions decisions: listing, argument checks, rendering per revision. No I/O.
 
-A prompt's arguments are strings; `{name}` is substituted into a message's text
+A prompt's arguments are strings; an absent one is its `default` (said in its listed
+description, the schema's PromptArgument having no field for it), else empty. `{name}` is substituted
+into a message's text
 (and, percent-encoded, into an embedded resource's URI) and nowhere else: a
 command message gets the arguments the way a tool does (argv placeholders under
 the injection rules, or MCP_ARG_* for a shell script). Completion offers an
 argument's `enum`, else its `examples`, else the lines of its `complete`
-command, filtered by the typed prefix, at most 100.
+command, filtered by the typed prefix, at most 100; a command that fails is a helper that failed,
+not the request: no candidates, and a line for stderr (`content.completed`).
 
 A `complete` command gets no arguments, so its output depends only on the command
 and the tools file: `CompletionCache` keeps it for `COMPLETION_TTL_S`, and the core
@@ -20,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcpwrap.config.model import PLACEHOLDER, Config, Prompt, PromptArg
+from mcpwrap.config.model import PLACEHOLDER, Config, Prompt, PromptArg, Tool
 from mcpwrap.protocol.resources import page
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError, invalid_params, render_block
@@ -32,7 +35,7 @@ COMPLETION_ENTRIES = 64           # outputs cached, least recently used dropped 
 COMPLETION_BYTES = 4 * 1024 * 1024    # and their size together
 COMPLETION_WAITERS = 64           # requests that may wait for one running command; more are refused
 
-CompletionKey = tuple[str, str, tuple[str, ...]]    # (tools file, its digest, the command)
+CompletionKey = tuple[str, str, str]    # (tools file, its digest, the command's name: where it is in the file)
 
 
 def render_prompt(prompt: Prompt, rev: Revision) -> dict[str, Any]:
@@ -50,8 +53,11 @@ def _render_arg(arg: PromptArg, rev: Revision) -> dict[str, Any]:
     out: dict[str, Any] = {"name": arg.name}
     if arg.title and rev.has("resource.title"):
         out["title"] = arg.title
-    if arg.description:
-        out["description"] = arg.description
+    described = [arg.description] if arg.description else []
+    if arg.default is not None:
+        described.append(f"(default: {arg.default})")
+    if described:
+        out["description"] = " ".join(described)
     out["required"] = arg.required
     return out
 
@@ -81,7 +87,8 @@ def parse_get(config: Config, params: Mapping[str, Any]) -> tuple[Prompt, dict[s
             problems.append(f"argument '{arg.name}' must be one of: {', '.join(arg.enum)}")
     if problems:
         raise invalid_params(f"invalid arguments for prompt '{prompt.name}': " + "; ".join(problems))
-    return prompt, {k: v for k, v in arguments.items() if isinstance(v, str)}
+    defaults = {a.name: a.default for a in prompt.args if a.default is not None and a.name not in arguments}
+    return prompt, {**defaults, **{k: v for k, v in arguments.items() if isinstance(v, str)}}
 
 
 def fill(text: str, arguments: Mapping[str, str]) -> str:
@@ -101,7 +108,7 @@ def get_result(prompt: Prompt, blocks: Sequence[tuple[str, Block]], rev: Revisio
 class Completion:
     """Where an argument's candidates come from: a fixed list, or a command's output lines."""
     values: tuple[str, ...] = ()
-    command: tuple[str, ...] | None = None
+    command: Tool | None = None
 
 
 def completion_source(config: Config, params: Mapping[str, Any]) -> tuple[Completion, str]:
@@ -135,9 +142,9 @@ def complete_result(candidates: Sequence[str], prefix: str) -> dict[str, Any]:
     return {"completion": completion}
 
 
-def completion_key(config: Config, command: tuple[str, ...]) -> CompletionKey:
+def completion_key(config: Config, command: Tool) -> CompletionKey:
     """What a command's output depends on: the command, and the tools file (a reload is a new key)."""
-    return str(config.path), config.digest, command
+    return str(config.path), config.digest, command.name
 
 
 class CompletionCache:

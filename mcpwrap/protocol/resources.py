@@ -5,7 +5,9 @@ A URI names one of: a page of a call's output kept in the spool
 fixed URI, or an instance of a resource's `uri_template` whose variables become
 that resource command's arguments, validated like a tool's (`arguments`) before
 anything runs. Anything else is the revision's resource-not-found error with
-`data.uri`. Lists keep the tools file's order; cursors are bound to the file's
+`data.uri`: a URI is matched exactly, as the resource's identity (resources.mdx: "uniquely identified
+by a URI"), so no dot segment or other spelling of a file's path ever reaches a path (no traversal);
+a spelling whose dot segments removed give a listed URI is refused naming that URI. Lists keep the tools file's order; cursors are bound to the file's
 digest. An output page is text when its bytes are UTF-8 (its end moved back to a
 character boundary when that makes it so), else a base64 blob, so pages joined
 give the stream byte for byte.
@@ -14,6 +16,7 @@ give the stream byte for byte.
 from __future__ import annotations
 
 import base64
+import posixpath
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -53,8 +56,10 @@ class Source:
 Target = OutputPage | Source
 
 
-def not_found(uri: str, rev: Revision) -> ProtocolError:
-    return ProtocolError(rev.resource_not_found, "Resource not found", {"uri": uri})
+def not_found(uri: str, rev: Revision, listed: str | None = None) -> ProtocolError:
+    """The revision's resource-not-found error; `listed`: the URI the client meant, which it names."""
+    message = f"Resource not found: URIs match exactly; read {listed}" if listed else "Resource not found"
+    return ProtocolError(rev.resource_not_found, message, {"uri": uri})
 
 
 # --- listing ------------------------------------------------------------------------------------
@@ -126,7 +131,16 @@ def resolve(config: Config, uri: Any, rev: Revision) -> Target:
                 raise ProtocolError(-32602, f"invalid arguments for resource '{resource.name}': "
                                     + "; ".join(problems), {"uri": uri})
             return Source(resource, arguments, uri)
-    raise not_found(uri, rev)
+    raise not_found(uri, rev, _listed_spelling(config, uri))
+
+
+def _listed_spelling(config: Config, uri: str) -> str | None:
+    """The listed URI that `uri` spells with dot segments (`/./`, `/../`), if there is one."""
+    parts = urllib.parse.urlsplit(uri)
+    if not re.search(r"(?:^|/)\.\.?(?:/|$)", parts.path):
+        return None
+    spelled = urllib.parse.urlunsplit(parts._replace(path=posixpath.normpath(parts.path)))
+    return next((r.uri for r in config.resources if r.uri is not None and r.uri == spelled), None)
 
 
 def _output_page(uri: str, config: Config, rev: Revision) -> OutputPage:

@@ -6,7 +6,8 @@ claims plus ``exp`` (expiry, seconds since the epoch) and a random ``nonce``; a 
 (the requestor's principal) is appended to the MAC input after a NUL and travels nowhere. The token
 is attacker-controlled input: ``unseal`` parses strictly (canonical base64 only, so no two strings
 verify as the same token), compares MACs in constant time, and raises nothing but
-:class:`StateError`, whose ``str()`` is generic and whose ``.reason`` is the diagnostic for stderr.
+:class:`StateError`, whose ``str()`` is generic and whose ``.reason`` is the diagnostic for stderr,
+in words (what failed: the format, the signature or identity, the expiry), never a claim key.
 
 The keys come in as a value (:class:`Keys`): where they are kept, and how long a retired one still
 verifies, is ``state.signing``'s. Nothing here reads a clock or a file: ``now`` is always passed in.
@@ -114,7 +115,8 @@ def _unseal(keyring: Keys, token: str, now: float, bound: str) -> Unsealed:
     # Try every key, no early exit: how many keys exist is public, which one matched is not.
     keys = keyring.verifying_keys(now)
     if not any([hmac.compare_digest(_mac(key, signing_input, bound), mac) for key in keys]):
-        raise StateError("bad signature (tampered, or signed with another or expired key)")
+        raise StateError("bad signature: tampered with, signed with another or a retired secret, "
+                         "or issued to another identity (token, client certificate) than this request's")
     try:
         payload = orjson.loads(payload_raw)
     except orjson.JSONDecodeError:
@@ -123,9 +125,9 @@ def _unseal(keyring: Keys, token: str, now: float, bound: str) -> Unsealed:
     nonce = payload.get("nonce") if isinstance(payload, dict) else None
     if isinstance(exp, bool) or not isinstance(exp, (int, float)) or not isinstance(nonce, str) \
             or not 0 < len(nonce) <= MAX_NONCE_CHARS:
-        raise StateError("signed payload lacks exp/nonce")
+        raise StateError("its signed payload lacks its expiry or its one-time nonce")
     if not exp > now:
-        raise StateError(f"expired {now - exp:.0f}s ago")
+        raise StateError(f"it expired {now - exp:.0f}s ago (a question is answered within its time to live)")
     return Unsealed({k: v for k, v in payload.items() if k not in ("exp", "nonce")}, nonce, float(exp))
 
 

@@ -196,7 +196,7 @@ class Driver:
             blocks = await sources.prompt_blocks(self.core.config, action.prompt, action.arguments, self.spool,
                                                  action.ctx.rev)
             return self.core.prompt_done(action.ctx, action.prompt, blocks)
-        return self.core.completed(action.run, await sources.complete(self.core.config, action.command))
+        return self.core.completed(action.run, await sources.complete(action.command))
 
     def _content_failed(self, action: ReadResource | GetPrompt | Complete, error: ProtocolError) -> list[Action]:
         """The error for the request (for a completion, for every request waiting on its run)."""

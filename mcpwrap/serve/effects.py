@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from mcpwrap.state.signing import NonceLedger
 
 FILE_LIMIT = 8 * 1024 * 1024
-COMPLETE_TIMEOUT_S = 10.0
 TEXT_TYPES = ("application/json", "application/xml", "application/toml", "application/yaml",
               "application/javascript", "application/x-sh")
 
@@ -125,10 +124,7 @@ async def prompt_blocks(config: Config, prompt: Prompt, arguments: Mapping[str, 
     return blocks
 
 
-async def complete(config: Config, command: tuple[str, ...]) -> list[str]:
-    """The lines a `complete` command prints, run in the tools file's directory."""
-    tool = Tool(name="complete", description="", args=(), command=command, shell=None,
-                cwd=config.path.resolve().parent, env={}, timeout_s=COMPLETE_TIMEOUT_S,
-                max_output=1024 * 1024, output="text")
-    result = await _run(tool, {}, f"complete command {command[0]!r}")
+async def complete(command: Tool) -> list[str]:
+    """The lines a `complete` command prints (it runs as every command of the file does: `command.cwd`)."""
+    result = await _run(command, {}, f"complete command {command.name}")
     return [line.strip() for line in result.text.splitlines() if line.strip()]

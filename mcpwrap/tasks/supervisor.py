@@ -128,8 +128,9 @@ class _Supervision:
             await trio.sleep(CANCEL_POLL_S)
             pending, self.pending = self.pending, None
             if pending is not None:
-                record = await trio.to_thread.run_sync(
-                    self.store.update, self.task_id, lambda r, p=pending: replace(r, progress=p))
+                record = await trio.to_thread.run_sync(   # the last progress line says what the task is doing
+                    self.store.update, self.task_id, lambda r, p=pending: replace(
+                        r, progress=p, status_message=p.get("message", r.status_message)))
             else:
                 record = await trio.to_thread.run_sync(self.store.read, self.task_id)
             if record is None or record.terminal:
