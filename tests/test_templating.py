@@ -94,6 +94,12 @@ def test_the_refusal_advises_attaching_a_value_to_its_option() -> None:
     operand = tool(["ls", "{path}"], 'args.path = { type = "string" }')
     with pytest.raises(ArgumentError, match="put \"--\" before '{path}' if it is an operand"):
         build_argv(operand, {"path": "-R"})
+    flag = tool(["git", "diff", "--stat", "{from}..{to}"], 'args.from = { type = "string" }\nargs.to = { type = "string" }')
+    with pytest.raises(ArgumentError) as refused:         # --stat takes no value here: "--" comes first
+        build_argv(flag, {"from": "-1", "to": "HEAD"})
+    advice = str(refused.value).split("option; ", 1)[1]
+    assert advice.startswith("the tools file can put \"--\" before '{from}..{to}' if it is an operand; if it is "
+                             "the value of '--stat', attach it")
     attached = tool(["rg", "-e{pattern}", "--regexp={pattern}"], 'args.pattern = { type = "string" }')
     assert build_argv(attached, {"pattern": "-> None"}) == ["rg", "-e-> None", "--regexp=-> None"]
 

@@ -116,8 +116,9 @@ def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
     """
     if tool.command is None:
         return ["/bin/sh", "-c", tool.shell or ""]
-    built = _Argv()
-    for part in _plan(tool):
+    plan = _plan(tool)
+    built = _Argv(any(isinstance(part, _Element) and part.text == "--" for part in plan))
+    for part in plan:
         if isinstance(part, _Element):
             built.add(part, args)
             continue
@@ -126,7 +127,7 @@ def build_argv(tool: Tool, args: Mapping[str, Any]) -> list[str]:
         array = _array(part.names, args)
         for item in args[array] if array else [None]:
             for element in part.elements:
-                built.add(element, {**args, array: item} if array else args)
+                built.add(element, {**args, array: item} if array else args, grouped=True)
     return built.argv
 
 
@@ -140,14 +141,16 @@ def _array(names: Sequence[str], args: Mapping[str, Any]) -> str | None:
 
 class _Argv:
     """The argv being built, with what the dash rule needs: whether a literal "--" has passed,
-    and the literal option just before the current element (for the refusal's advice)."""
+    and the literal option just before the current element (for the refusal's advice), and whether
+    the template has a "--" at all (before it, an element after an option is that option's value)."""
 
-    def __init__(self) -> None:
+    def __init__(self, separator_planned: bool) -> None:
         self.argv: list[str] = []
         self.separated = False
+        self.separator_planned = separator_planned
         self.option: str | None = None
 
-    def add(self, element: _Element, args: Mapping[str, Any]) -> None:
+    def add(self, element: _Element, args: Mapping[str, Any], grouped: bool = False) -> None:
         """Append what one template element produces: nothing, one element, or one per array item."""
         names = element.names
         option, self.option = self.option, None
@@ -172,18 +175,24 @@ class _Argv:
             if leader is not None and produced.startswith("-") and not self.separated:
                 raise ArgumentError(
                     f"argument '{leader}' starts with '-' where it begins the command element {element.text!r} "
-                    f"and would be read as an option; {_advice(option, element.text)}")
+                    f"and would be read as an option; "
+                    f"{_advice(option, element.text, grouped or self.separator_planned)}")
             self.argv.append(produced)
 
 
-def _advice(option: str | None, element: str) -> str:
+def _advice(option: str | None, element: str, takes_value: bool) -> str:
     """How the tools file can let such a value through: attached to the option it is the value of,
-    or after a "--" when it is an operand."""
+    or after a "--" when it is an operand. Attaching is advised alone only where the template says the
+    option takes the value (they share a group, or a "--" comes later so the element is no operand):
+    for an option that takes none (`--stat {from}..{to}`), attaching would change the command."""
+    operand = f"the tools file can put \"--\" before {element!r} if it is an operand"
     if option is None:
-        return (f"the tools file can put \"--\" before {element!r} if it is an operand, or attach it to "
-                "its option as one element (e.g. \"--regexp={pattern}\")")
+        return operand + ", or attach it to its option as one element (e.g. \"--regexp={pattern}\")"
     joined = f"{option}={element}" if option.startswith("--") else option + element
-    return f"the tools file can attach it to its option as one element, {joined!r} instead of {option!r}, {element!r}"
+    attach = f"attach it to its option as one element, {joined!r} instead of {option!r}, {element!r}"
+    if takes_value:
+        return "the tools file can " + attach
+    return f"{operand}; if it is the value of {option!r}, {attach}"
 
 
 _filtered: list[tuple[Mapping[str, str], dict[str, str]]] = []   # the last base, and it without MCPWRAP_*
