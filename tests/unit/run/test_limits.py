@@ -77,7 +77,7 @@ def calls() -> Iterator[Calls]:
         made.end()
 
 
-def group(call: CallLimits, limit: str) -> limits._Cgroup:
+def group(call: CallLimits, limit: str) -> limits.Cgroup:
     """The call's cgroup for limit; the test is skipped where this machine has none."""
     found = next((g for g in call.cgroups if g.limit == limit), None)
     if found is None:
@@ -171,16 +171,16 @@ def test_remove_kills_what_is_left_and_leaves_no_directory(calls: Calls) -> None
 
 
 def test_a_cgroup_that_cannot_be_made_fails_the_call_and_leaves_nothing() -> None:
-    bases = {name: limits._v1_base(name) for name in ("memory", "pids")}
+    bases = {name: limits.v1_base(name) for name in ("memory", "pids")}
     if None in bases.values():
         pytest.skip(f"needs v1 memory and pids hierarchies: {limits.available()}")
     tag = f"test-{secrets.token_hex(6)}"
-    taken = os.path.join(limits._v1_server_dir(bases["pids"]), tag)
+    taken = os.path.join(limits.v1_server_dir(bases["pids"]), tag)
     os.mkdir(taken)                                 # the pids directory cannot be made: the memory one goes too
     try:
         with pytest.raises(FileExistsError):
             CallLimits.create(Limits(memory=64 * MiB, processes=16), tag)
-        assert not os.path.exists(os.path.join(limits._v1_server_dir(bases["memory"]), tag))
+        assert not os.path.exists(os.path.join(limits.v1_server_dir(bases["memory"]), tag))
     finally:
         os.rmdir(taken)
 
@@ -251,7 +251,7 @@ def test_a_v1_oom_kill_is_the_limit_only_once_usage_reached_it(tmp_path: Path, p
     for name, text in [("oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"), ("failcnt", "0\n"),
                        ("limit_in_bytes", f"{64 * MiB}\n"), ("max_usage_in_bytes", f"{peak}\n")]:
         (tmp_path / f"memory.{name}").write_text(text)
-    call = CallLimits(Limits(memory=64 * MiB), (limits._Cgroup("memory", str(tmp_path), v2=False, owned=False),))
+    call = CallLimits(Limits(memory=64 * MiB), (limits.Cgroup("memory", str(tmp_path), v2=False, owned=False),))
     assert call.exceeded() == ("exceeded memory limit 64MiB" if named else None)
 
 
