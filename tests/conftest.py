@@ -45,7 +45,7 @@ os.environ[procs.TAG] = f"{os.getpid()}-{secrets.token_hex(6)}"
 # are removed for this process and every process it starts; the XDG state and config homes point into a
 # directory of this run, so no test reads or writes the user's own. A test that needs a variable sets it,
 # one that needs it absent finds it absent. Kept: MCPWRAP_LANDLOCK_ABI, the suite's documented knob
-# (tests/test_landlock.py) for playing an older kernel.
+# (tests/unit/run/test_landlock.py) for playing an older kernel.
 SUITE_KNOBS = frozenset({"MCPWRAP_LANDLOCK_ABI"})
 SCRUBBED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TERM", "COLUMNS", "LINES", "LANG", "LANGUAGE")
 SCRUBBED_PREFIXES = ("MCPWRAP_", "_MCPWRAP_", "LC_", "XDG_")

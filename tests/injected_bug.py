@@ -1,6 +1,6 @@
 """`python -m tests.injected_bug serve ...`: mcpwrap's own CLI with one real bug planted in it.
 
-For tests/test_safety_nets.py, which must see a driver's safety net catch a bug in the server it
+For tests/blackbox/stdio/test_safety_nets.py, which must see a driver's safety net catch a bug in the server it
 ships. `INJECTED_BUG` says where, and the bug fires once (what follows is served as usual):
 `receive:<method>` makes `Core.receive` raise on the first message that is, or is a batch that
 holds, a request of that method (what only a driver's net can catch); `perform:<Action>` makes the

@@ -107,14 +107,14 @@ def _v2_usable(parent: str, controller: str, enable: bool) -> bool:
     return True
 
 
-def _v1_base(controller: str) -> str | None:
+def v1_base(controller: str) -> str | None:
     """Our directory in the controller's v1 hierarchy when we may make cgroups in it."""
     base = _own().get(controller)
     return base if os.environ.get(CGROUP_ENV) != "none" and base and os.access(base, os.W_OK) else None
 
 
 @functools.cache
-def _v1_server_dir(base: str) -> str:
+def v1_server_dir(base: str) -> str:
     """One directory for this process's calls under base, our cgroup in a v1 hierarchy; removed at exit.
 
     Named like the runner's v2 one, by pid namespace and pid, so one whose owner is gone (killed
@@ -136,7 +136,7 @@ def _mechanism(name: str, v2_parent: str | None) -> str | None:
     controller = _CONTROLLERS[name]
     if v2_parent is not None and _v2_usable(v2_parent, controller, enable=False):
         return f"cgroup v2 {controller}"
-    return f"cgroup v1 {controller}" if _v1_base(controller) else None
+    return f"cgroup v1 {controller}" if v1_base(controller) else None
 
 
 def available(v2_parent: str | None = None) -> dict[str, str]:
@@ -166,7 +166,9 @@ def missing(limits: Limits, v2_parent: str | None = None) -> list[str]:
 
 # --- one call --------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class _Cgroup:
+class Cgroup:
+    """One cgroup that enforces one of a call's limits (`CallLimits.cgroups`)."""
+
     limit: str          # "memory" or "processes"
     path: str
     v2: bool
@@ -200,7 +202,7 @@ class _Cgroup:
 class CallLimits:
     """One call's limits: its cgroups, and what the child does before exec."""
     limits: Limits
-    cgroups: tuple[_Cgroup, ...] = ()
+    cgroups: tuple[Cgroup, ...] = ()
     procs: tuple[str, ...] = ()                         # cgroup.procs files the child writes itself into
     rlimits: tuple[tuple[int, int, int], ...] = ()      # (resource, soft, hard)
 
@@ -212,17 +214,17 @@ class CallLimits:
         its parent can enable it. OSError when a cgroup that `available` offers could not be set
         up (none is left behind): the call must not run without a limit it was promised.
         """
-        cgroups: list[_Cgroup] = []
+        cgroups: list[Cgroup] = []
         try:
             for name, controller in _CONTROLLERS.items():
                 if (value := getattr(limits, name)) is None:
                     continue
                 if v2_dir is not None and _v2_usable(os.path.dirname(v2_dir), controller, enable=True) \
                         and os.path.exists(f"{v2_dir}/{controller}.max"):
-                    group = _Cgroup(name, v2_dir, v2=True, owned=False)
-                elif (base := _v1_base(controller)) is not None:
-                    os.mkdir(path := os.path.join(_v1_server_dir(base), tag))
-                    group = _Cgroup(name, path, v2=False, owned=True)
+                    group = Cgroup(name, v2_dir, v2=True, owned=False)
+                elif (base := v1_base(controller)) is not None:
+                    os.mkdir(path := os.path.join(v1_server_dir(base), tag))
+                    group = Cgroup(name, path, v2=False, owned=True)
                 else:
                     continue
                 cgroups.append(group)

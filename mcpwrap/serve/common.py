@@ -2,7 +2,7 @@
 source, the core's construction, a message's encoding and a line's decoding.
 
 Nothing here imports trio, threading or queue: the front answers a session's first requests with
-this module and `protocol/` alone loaded (tests/test_cli_startup.py pins it).
+this module and `protocol/` alone loaded (tests/blackbox/cli/test_startup.py pins it).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 // failure prints "ts-client: FAIL ..." on stderr, still prints the (partial) summary with
 // ok=false, and exits 1. Every message on the wire is written to <tmpdir>/wire.jsonl and
 // the server's stderr to <tmpdir>/server-stderr.log, for diagnosing failures.
-// Run by tests/test_ts_client.py; needs `npm ci --prefix tests/ts` first.
+// Run by tests/blackbox/sdk/test_ts_client.py; needs `npm ci --prefix tests/ts` first.
 
 import fs from 'node:fs';
 import path from 'node:path';

@@ -5,7 +5,7 @@
 //   node tests/ts/elicit.mjs <python> <tests/fixtures/forms.toml> <tmpdir>
 //
 // Prints one JSON summary line on stdout (exit 0 when every step ran, 1 otherwise) and writes the
-// wire, both directions, to <tmpdir>/wire.jsonl for tests/test_ts_elicit.py to schema-check.
+// wire, both directions, to <tmpdir>/wire.jsonl for tests/blackbox/sdk/test_ts_elicit.py to schema-check.
 
 import fs from 'node:fs';
 import path from 'node:path';

@@ -5,9 +5,9 @@
 //
 //   TS_HTTP_URL=http://127.0.0.1:PORT/mcp TS_HTTP_SECS=<sleeper marker> node tests/ts/http.mjs <python> <tools> <tmpdir>
 //
-// (<python> and <tools> are what tests/test_ts_content.py's run_client passes every client; the server
+// (<python> and <tools> are what tests/blackbox/sdk/test_ts_content.py's run_client passes every client; the server
 // is the test's.) Prints one JSON summary line on stdout (exit 0 when every step ran, 1 otherwise) and
-// writes the wire, both directions, to <tmpdir>/wire.jsonl for tests/test_ts_http.py to schema-check.
+// writes the wire, both directions, to <tmpdir>/wire.jsonl for tests/blackbox/sdk/test_ts_http.py to schema-check.
 
 import fs from 'node:fs';
 import path from 'node:path';

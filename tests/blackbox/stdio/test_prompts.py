@@ -1,0 +1,31 @@
+"""[prompts.NAME] and completion/complete: the core in memory per revision, then over real pipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.harness import Server, modern_meta
+from tests.unit.protocol.test_prompts import tools
+
+
+def test_prompts_and_completions_over_pipes(tmp_path: Path) -> None:
+    path = tmp_path / "tools.toml"
+    path.write_text(tools(tmp_path))
+    (tmp_path / "notes.md").write_text("# notes\n")
+    with Server(path, tmp_path) as server:
+        server.initialize("2025-11-25")
+        got = server.call("prompts/get", {"name": "context", "arguments": {"who": "ann; rm -rf"}})["result"]
+        contents = [m["content"] for m in got["messages"]]
+        assert contents[0] == {"type": "text", "text": "Context for ann; rm -rf:"}
+        assert contents[1]["resource"] == {"uri": (tmp_path / "notes.md").as_uri(), "mimeType": "text/markdown",
+                                           "text": "# notes\n"}
+        assert contents[2] == {"type": "text", "text": "ann; rm -rf"}               # one argv element, as for tools
+        option = server.call("prompts/get", {"name": "context", "arguments": {"who": "-rf"}})["error"]
+        assert option["code"] == -32602 and "would be read as an option" in option["message"]
+        completion = server.call("completion/complete", {"ref": {"type": "ref/prompt", "name": "context"},
+                                                         "argument": {"name": "who", "value": "b"}})
+        assert completion["result"]["completion"]["values"] == ["bob"]
+        modern: dict[str, Any] = {"_meta": modern_meta(), "ref": {"type": "ref/resource", "uri": "git://branch/{name}"},
+                                  "argument": {"name": "name", "value": "ma"}}
+        assert server.call("completion/complete", modern)["result"]["completion"]["values"] == ["main", "maint"]
