@@ -184,6 +184,11 @@ class Tagged:
     def kill(self) -> None:
         """SIGKILL what the group signal cannot reach, where that is possible at once."""
 
+    def released(self) -> bool:
+        """Once the leader is reaped: what the call held removed at once, when nothing is left to sweep
+        or wait for (the common case); else False, and `release` must be awaited."""
+        return not self.sweep
+
     async def release(self) -> None:
         """Once the leader is reaped: remove what the call held and sweep what carries its tag."""
         if self.sweep:
@@ -206,6 +211,9 @@ class InCgroup(Tagged):
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
+
+    def released(self) -> bool:
+        return not self.sweep and _rmdir(self.cgroup)
 
     async def release(self) -> None:
         path = self.cgroup                              # SIGKILLed members leave at once; else exit cleans up
