@@ -88,7 +88,8 @@ def _inherited_env() -> dict[str, str]:
     return dict(os.environ)
 
 
-SPAWNERS = 4                # spawner threads: each waits for its child's exec with the GIL released
+SPAWNERS = 8                # spawner threads: each waits for its child's exec with the GIL released, so
+                            # a burst's rate is about SPAWNERS / one spawn's latency (bench/README.md)
 
 
 @functools.cache
