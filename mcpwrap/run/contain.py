@@ -40,7 +40,7 @@ import trio
 
 from mcpwrap.run.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.run.output import stderr_warning
-from mcpwrap.run.procfs import adopt_early_forks, mid_exec, proc_stat, read_file as _read
+from mcpwrap.run.procfs import adopt_early_forks, leaders, mid_exec, proc_stat, read_file as _read
 
 FLUSH_S = 0.25              # after the call's processes are ended, the pipes get this long to drain
 POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
@@ -241,7 +241,8 @@ class Containment(ABC):
     def enter(self, pid: int, tag: str, joined: str | None = None) -> Tagged:
         """Contain a fresh leader: a child that `joined` its cgroup itself (limits: before it could
         fork) is held by it; else it is moved into one of its own where possible. Only system calls:
-        a spawner thread runs it."""
+        a spawner thread runs it. The leader counts among `procfs.leaders` until its call forgets it."""
+        leaders.add(pid)
         if joined is not None:
             return InCgroup(tag, False, cgroup=joined)
         path = self.new_cgroup(tag)

@@ -33,7 +33,7 @@ from mcpwrap.run.argv import ArgumentError, build_argv, build_env, with_defaults
 from mcpwrap.run.confine import Confinement
 from mcpwrap.run.contain import CALL_ENV, FLUSH_S, POLL_CAP_S, containment, signal_group
 from mcpwrap.run.output import Capture, OnLine, OnProgress, stderr_warning
-from mcpwrap.run.procfs import only_ours_after
+from mcpwrap.run.procfs import leaders, only_ours_after
 from mcpwrap.run.worker import Worker
 
 if TYPE_CHECKING:                   # annotations only: a call that keeps no output imports no spool
@@ -208,8 +208,8 @@ class _Call:
             await trio.lowlevel.wait_readable(self.pidfd)
 
     def _alone(self) -> bool:
-        """The leader has exited and every process created after it is a child of this process
-        (another call's leader), so it never had a descendant.
+        """The leader has exited and every process created after it is another call's leader, so it
+        never had a descendant.
 
         Until it is reaped its pid stays taken: no later process can bring ns_last_pid back to it.
         """
@@ -220,7 +220,8 @@ class _Call:
         return exited and only_ours_after(self.process.pid)
 
     def _forget(self) -> None:
-        """The leader's pidfd closed: it is no longer watched."""
+        """Before the leader is reaped: no longer watched, nor one of `procfs.leaders`."""
+        leaders.discard(self.process.pid)
         if self.pidfd is not None:
             trio.lowlevel.notify_closing(self.pidfd)
             os.close(self.pidfd)
@@ -252,8 +253,8 @@ class _Call:
                 held.sweep = False
             else:
                 await self._terminate(grace_s)
-            await self.process.wait()
             self._forget()
+            await self.process.wait()
         await held.release()
         self.ended = True
 

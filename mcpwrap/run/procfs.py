@@ -65,10 +65,13 @@ def last_pid() -> int:
         return -1
 
 
-def ours(pid: int) -> bool:
-    """A child of this process (another call's leader, the watchdog), so no leader's fork: those
-    have the leader as parent, or once orphaned init or a subreaper, which this process is not.
-    One system call: no /proc read."""
+# This process's calls' leaders not yet reaped (`ours`); a forked child has none of them.
+leaders: set[int] = set()
+os.register_at_fork(after_in_child=leaders.clear)
+
+
+def _child(pid: int) -> bool:
+    """A child of this process: one system call, no /proc read."""
     try:
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
@@ -76,9 +79,15 @@ def ours(pid: int) -> bool:
     return True
 
 
+def ours(pid: int) -> bool:
+    """Another call's leader, still a child of this process, so no leader's fork: those have the
+    leader as parent, or once orphaned init or a subreaper, which leaves them out of `leaders`."""
+    return pid in leaders and _child(pid)
+
+
 def only_ours_after(pid: int) -> bool:
-    """Whether every pid handed out after `pid` went to a child of this process (`ours`), as
-    another call's leader, so none to a fork of pid's process. Not looked for past CHASE_PIDS."""
+    """Whether every pid handed out after `pid` went to another call's leader (`ours`), so none to
+    a fork of pid's process. Not looked for past CHASE_PIDS."""
     high = last_pid()
     return high == pid or (pid < high <= pid + CHASE_PIDS and all(map(ours, range(pid + 1, high + 1))))
 
@@ -87,8 +96,8 @@ def adopt_early_forks(pid: int, needle: bytes, procs: int) -> bool:
     """Move in what the leader forked before its own move; False when that is not certain.
 
     Pids are handed out in order, so such forks hold pids after the leader's, up to
-    ns_last_pid; a round repeats over pids allocated meanwhile until none were. This process's
-    children (other calls' leaders) are passed over without a /proc read.
+    ns_last_pid; a round repeats over pids allocated meanwhile until none were. Other calls'
+    leaders (`ours`) are passed over without a /proc read.
     `needle` is the call's tag as it appears in an environment (NAME=value).
     """
     low = pid
@@ -102,7 +111,7 @@ def adopt_early_forks(pid: int, needle: bytes, procs: int) -> bool:
             if ours(other):                         # another call's leader: no fork of this one
                 continue
             environ = read_file(f"/proc/{other}/environ")
-            if not environ and mid_exec(str(other)):
+            if not environ and not _child(other) and mid_exec(str(other)):
                 return False                        # caught mid-exec: the end-of-call sweep must look again
             if needle in environ.split(b"\0"):
                 try:
