@@ -40,7 +40,7 @@ import trio
 
 from mcpwrap.run.limits import rmdir_cgroup as _rmdir, subdirs as _subdirs, write_file as _write
 from mcpwrap.run.output import stderr_warning
-from mcpwrap.run.procfs import adopt_early_forks, mid_exec, proc_stat, read_file as _read
+from mcpwrap.run.procfs import adopt_early_forks, leaders, mid_exec, proc_stat, read_file as _read
 
 FLUSH_S = 0.25              # after the call's processes are ended, the pipes get this long to drain
 POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
@@ -184,6 +184,11 @@ class Tagged:
     def kill(self) -> None:
         """SIGKILL what the group signal cannot reach, where that is possible at once."""
 
+    def released(self) -> bool:
+        """Once the leader is reaped: what the call held removed at once, when nothing is left to sweep
+        or wait for (the common case); else False, and `release` must be awaited."""
+        return not self.sweep
+
     async def release(self) -> None:
         """Once the leader is reaped: remove what the call held and sweep what carries its tag."""
         if self.sweep:
@@ -206,6 +211,9 @@ class InCgroup(Tagged):
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
+
+    def released(self) -> bool:
+        return not self.sweep and _rmdir(self.cgroup)
 
     async def release(self) -> None:
         path = self.cgroup                              # SIGKILLed members leave at once; else exit cleans up
@@ -233,7 +241,8 @@ class Containment(ABC):
     def enter(self, pid: int, tag: str, joined: str | None = None) -> Tagged:
         """Contain a fresh leader: a child that `joined` its cgroup itself (limits: before it could
         fork) is held by it; else it is moved into one of its own where possible. Only system calls:
-        a spawner thread runs it."""
+        a spawner thread runs it. The leader counts among `procfs.leaders` until its call forgets it."""
+        leaders.add(pid)
         if joined is not None:
             return InCgroup(tag, False, cgroup=joined)
         path = self.new_cgroup(tag)

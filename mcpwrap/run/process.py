@@ -32,7 +32,7 @@ from mcpwrap.run import confine, contain, limits
 from mcpwrap.run.confine import Confinement
 from mcpwrap.run.contain import CALL_ENV, FLUSH_S, POLL_CAP_S, containment, signal_group
 from mcpwrap.run.output import Capture, OnLine, OnProgress, stderr_warning
-from mcpwrap.run.procfs import last_pid
+from mcpwrap.run.procfs import leaders, only_ours_after
 from mcpwrap.run.worker import Worker
 
 if TYPE_CHECKING:                   # annotations only: a call that keeps no output imports no spool
@@ -87,7 +87,8 @@ def _inherited_env() -> dict[str, str]:
     return dict(os.environ)
 
 
-SPAWNERS = 4                # spawner threads: each waits for its child's exec with the GIL released
+SPAWNERS = 8                # spawner threads: each waits for its child's exec with the GIL released, so
+                            # a burst's rate is about SPAWNERS / one spawn's latency (bench/README.md)
 
 
 @functools.cache
@@ -206,7 +207,8 @@ class _Call:
             await trio.lowlevel.wait_readable(self.pidfd)
 
     def _alone(self) -> bool:
-        """The leader has exited and no process was created after it, so it never had a descendant.
+        """The leader has exited and every process created after it is another call's leader, so it
+        never had a descendant.
 
         Until it is reaped its pid stays taken: no later process can bring ns_last_pid back to it.
         """
@@ -214,31 +216,60 @@ class _Call:
             exited = os.waitid(os.P_PID, self.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
         except ChildProcessError:                       # reaped already: its pid may be anyone's now
             return False
-        return exited and last_pid() == self.process.pid
+        return exited and only_ours_after(self.process.pid)
 
-    async def end(self, grace_s: float) -> None:
-        """SIGTERM everything, wait up to grace_s for it to go, SIGKILL, then remove and sweep."""
-        pgid, held = self.process.pid, self.held
-        if self._alone():                               # the common case: a command that forked nothing
-            held.sweep = False
-        else:
-            termed = signal_group(pgid, signal.SIGTERM)
-            for pid in held.members():                  # members that left the group (setsid)
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGTERM)
-                    termed = True
-            if termed:
-                emptied = await contain.poll(lambda: held.emptied(self.process), grace_s)
-                signal_group(pgid, signal.SIGKILL)      # harmless when the group is empty
-                if not emptied:                         # an empty cgroup stays so: no member is left to fork
-                    held.kill()
-        await self.process.wait()
+    def _forget(self) -> None:
+        """Before the leader is reaped: no longer watched, nor one of `procfs.leaders`."""
+        leaders.discard(self.process.pid)
         if self.pidfd is not None:
             trio.lowlevel.notify_closing(self.pidfd)
             os.close(self.pidfd)
             self.pidfd = None
+
+    def end_at_once(self) -> bool:
+        """`end` without a wait, when nothing of the call is left (the common case): the leader exited
+        with no descendant, or its cgroup, which holds all of them, is empty. Whether it ended; when
+        not, `end` must be awaited, and finishes what this began."""
+        held = self.held
+        if self._alone():
+            held.sweep = False
+        elif not held.sweep and held.emptied(self.process):
+            # What left the empty cgroup for the group's sake (a cgroup.procs write of its own): `end`
+            # would find the cgroup empty at once and SIGKILL the group after its SIGTERM as well.
+            signal_group(self.process.pid, signal.SIGKILL)
+        else:
+            return False
+        self._forget()
+        self.process.poll()                             # reaps: it has exited
+        self.ended = self.held.released()
+        return self.ended
+
+    async def end(self, grace_s: float) -> None:
+        """SIGTERM everything, wait up to grace_s for it to go, SIGKILL, then remove and sweep."""
+        held = self.held
+        if self.process.returncode is None:             # not reaped by end_at_once
+            if self._alone():                           # nothing to signal
+                held.sweep = False
+            else:
+                await self._terminate(grace_s)
+            self._forget()
+            await self.process.wait()
         await held.release()
         self.ended = True
+
+    async def _terminate(self, grace_s: float) -> None:
+        """The group and what left it SIGTERMed; SIGKILLed if not gone within grace_s."""
+        pgid, held = self.process.pid, self.held
+        termed = signal_group(pgid, signal.SIGTERM)
+        for pid in held.members():                      # members that left the group (setsid)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+                termed = True
+        if termed:
+            emptied = await contain.poll(lambda: held.emptied(self.process), grace_s)
+            signal_group(pgid, signal.SIGKILL)          # harmless when the group is empty
+            if not emptied:                             # an empty cgroup stays so: no member is left to fork
+                held.kill()
 
 
 async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: trio.CancelScope,
@@ -341,16 +372,20 @@ async def _supervise(call: _Call, capture: Capture, confinement: Confinement | N
         if stdin_data is not None and process.stdin is not None:
             nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
         with trio.move_on_after(timeout_s) as deadline:
-            watching = trio.CancelScope()
+            watching = None
             if confinement is not None and confinement.limits is not None:
+                watching = trio.CancelScope()
                 nursery.start_soon(_watch_limits, confinement.limits, limit_hit, deadline, watching)
             await call.exited()
-            watching.cancel()
+            if watching is not None:
+                watching.cancel()
         # The leader is gone (or overran): nothing of the call may outlive it.
-        with trio.CancelScope(shield=True):
-            await call.end(grace_s)
+        if not call.end_at_once():
+            with trio.CancelScope(shield=True):
+                await call.end(grace_s)
         # What is already in the pipes gets a moment; a writer that escaped everything does not.
-        nursery.cancel_scope.deadline = trio.current_time() + FLUSH_S
+        if nursery.child_tasks:
+            nursery.cancel_scope.deadline = trio.current_time() + FLUSH_S
     return deadline.cancelled_caught and not limit_hit
 
 

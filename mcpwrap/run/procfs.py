@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 RECENT_S = 10.0             # a process with no environment read that started this recently may be mid-exec
+CHASE_PIDS = 256            # pids handed out after a leader, past which its forks are not looked for
 
 
 def proc_stat(pid: int | str) -> list[bytes] | None:
@@ -64,17 +65,39 @@ def last_pid() -> int:
         return -1
 
 
-def _ours(pid: int) -> bool:
-    """Another call's leader, spawned by this process: a leader's forks have the leader as parent."""
-    stat = proc_stat(pid)
-    return stat is not None and stat[1] == b"%d" % os.getpid()
+# This process's calls' leaders not yet reaped (`ours`); a forked child has none of them.
+leaders: set[int] = set()
+os.register_at_fork(after_in_child=leaders.clear)
+
+
+def _child(pid: int) -> bool:
+    """A child of this process: one system call, no /proc read."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
+def ours(pid: int) -> bool:
+    """Another call's leader, still a child of this process, so no leader's fork: those have the
+    leader as parent, or once orphaned init or a subreaper, which leaves them out of `leaders`."""
+    return pid in leaders and _child(pid)
+
+
+def only_ours_after(pid: int) -> bool:
+    """Whether every pid handed out after `pid` went to another call's leader (`ours`), so none to
+    a fork of pid's process. Not looked for past CHASE_PIDS."""
+    high = last_pid()
+    return high == pid or (pid < high <= pid + CHASE_PIDS and all(map(ours, range(pid + 1, high + 1))))
 
 
 def adopt_early_forks(pid: int, needle: bytes, procs: int) -> bool:
     """Move in what the leader forked before its own move; False when that is not certain.
 
     Pids are handed out in order, so such forks hold pids after the leader's, up to
-    ns_last_pid; a round repeats over pids allocated meanwhile until none were.
+    ns_last_pid; a round repeats over pids allocated meanwhile until none were. Other calls'
+    leaders (`ours`) are passed over without a /proc read.
     `needle` is the call's tag as it appears in an environment (NAME=value).
     """
     low = pid
@@ -82,11 +105,13 @@ def adopt_early_forks(pid: int, needle: bytes, procs: int) -> bool:
         high = last_pid()
         if high == low:
             return True
-        if not low < high <= low + 256:             # wrapped around, or too busy to chase
+        if not low < high <= low + CHASE_PIDS:      # wrapped around, or too busy to chase
             return False
         for other in range(low + 1, high + 1):
+            if ours(other):                         # another call's leader: no fork of this one
+                continue
             environ = read_file(f"/proc/{other}/environ")
-            if not environ and not _ours(other) and mid_exec(str(other)):
+            if not environ and not _child(other) and mid_exec(str(other)):
                 return False                        # caught mid-exec: the end-of-call sweep must look again
             if needle in environ.split(b"\0"):
                 try:

@@ -141,6 +141,21 @@ def test_no_call_cgroup_or_its_files_outlive_the_calls(mode: str, mark: str) -> 
     assert open_cgroup_files() == [] and call_cgroups() == before
 
 
+def test_a_fork_among_other_calls_leaders_is_ended_with_its_call(mode: str, mark: str) -> None:
+    """Other calls' leaders spawned between a leader and its fork are passed over as this process's
+    children (`procfs.ours`), the fork is not: a daemon that left the group is still ended with its call."""
+    forking = tool(mark, 'shell = "setsid sleep 1031 </dev/null >/dev/null 2>&1 & exit 0"\nkill_grace = "0.5s"\n')
+    plain = tool(mark, 'command = ["true"]')
+
+    async def main() -> None:
+        with trio.fail_after(HANG_S):
+            async with trio.open_nursery() as nursery:
+                for n in range(24):
+                    nursery.start_soon(runner.run, forking if n % 6 == 0 else plain, {})
+    trio.run(main)
+    until(lambda: gone(mark), "every call's daemon to be ended")
+
+
 @pytest.mark.parametrize("calls", [200])
 def test_many_term_ignoring_calls_cancelled_at_once(mode: str, mark: str, calls: int,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
