@@ -122,15 +122,14 @@ class Hub:
 
     def core(self, config: config_module.Config | None = None,
              who: identity.Identity = identity.ANONYMOUS) -> Core:
-        return Core(config or self.root.config, self.secret, time.time, budget=self.budget,
+        return Core(config or self.root.served, self.secret, time.time, budget=self.budget,
                     completions=self.completions, identity=who)
 
-    def _session(self, headers: dict[str, str]) -> Session | None:
-        """The legacy session the request names, if the credential that opened it sent the request:
+    def _session(self, headers: dict[str, str], who: identity.Identity) -> Session | None:
+        """The legacy session the request names, if the identity that opened it sent the request:
         another's session does not exist for it (404, as an unknown id)."""
         session = self.sessions.get(headers.get("mcp-session-id") or "")
-        if session is None or not identity.visible(session.core.identity.principal,
-                                                    self.gate.identity(headers).principal):
+        if session is None or not identity.visible(session.core.identity.principal, who.principal):
             return None
         return session
 
@@ -147,7 +146,12 @@ class Hub:
         headers: dict[str, str] = {}
         for name, value in scope["headers"]:
             headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-        refusal = self.gate.refusal(scope, headers) or self.gate.throttle(scope, headers, self._session(headers) is not None)
+        refusal = self.gate.refusal(scope, headers)
+        who = await self.gate.identity(headers) if refusal is None else refusal
+        if isinstance(who, binding.Refusal):
+            await refuse(send, who)
+            return
+        refusal = self.gate.throttle(scope, headers, self._session(headers, who) is not None)
         if refusal is not None:
             await refuse(send, refusal)
             return
@@ -174,18 +178,19 @@ class Hub:
             await send(event)
         try:
             if scope["method"] == "POST":
-                await self._post(headers, body, receive, tracked)
+                await self._post(headers, who, body, receive, tracked)
             elif scope["method"] == "GET":
-                await self._get(headers, receive, tracked)
+                await self._get(headers, who, receive, tracked)
             else:
-                await self._delete(headers, tracked)
+                await self._delete(headers, who, tracked)
         except Exception as exc:          # a bug must cost this exchange, answered, not the server
             log("mcpwrap: " + traceback.format_exc(), "debug")
             await _internal_error(send if not started else None, _posted.get(), exc)
         finally:
             self.exchanges -= 1
 
-    async def _post(self, headers: dict[str, str], body: bytes, receive: Receive, send: AsgiSend) -> None:
+    async def _post(self, headers: dict[str, str], who: identity.Identity, body: bytes, receive: Receive,
+                    send: AsgiSend) -> None:
         if tracing():
             log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
         message = jsonrpc.decode(body)
@@ -193,21 +198,21 @@ class Hub:
         if isinstance(message, Request) and (removed := binding.removed_method_refusal(message)) is not None:
             await refuse(send, removed, message.id)
         elif isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):
-            await self._modern(headers, message, len(body), receive, send)
+            await self._modern(headers, who, message, len(body), receive, send)
         elif isinstance(message, Invalid):
             refusal = binding.Refusal(400, message.message, message.code)
             await refuse(send, refusal, message.id)
         else:
-            await self._legacy(headers, message, len(body), receive, send)
+            await self._legacy(headers, who, message, len(body), receive, send)
 
     # --- 2026-07-28: one core per POST ----------------------------------------------------
-    async def _modern(self, headers: dict[str, str], request: Request, size: int, receive: Receive,
-                      send: AsgiSend) -> None:
+    async def _modern(self, headers: dict[str, str], who: identity.Identity, request: Request, size: int,
+                      receive: Receive, send: AsgiSend) -> None:
         mismatch = binding.check_modern_headers(headers, request)
         if mismatch is not None:
             await refuse(send, binding.Refusal(400, mismatch.message, mismatch.code), request.id)
             return
-        core, router = self.core(who=self.gate.identity(headers)), Router()
+        core, router = self.core(who=who), Router()
         stream = router.default = router.open([request], modern=True)
         async with trio.open_nursery() as nursery:
             driver = self.driver(core, nursery, router)
@@ -227,8 +232,8 @@ class Hub:
                 nursery.cancel_scope.cancel()
 
     # --- legacy: sessions -----------------------------------------------------------------
-    async def _legacy(self, headers: dict[str, str], message: jsonrpc.Message, size: int, receive: Receive,
-                      send: AsgiSend) -> None:
+    async def _legacy(self, headers: dict[str, str], who: identity.Identity, message: jsonrpc.Message, size: int,
+                      receive: Receive, send: AsgiSend) -> None:
         refusal = binding.legacy_version_refusal(headers)
         if refusal is not None:
             await refuse(send, refusal)
@@ -240,12 +245,12 @@ class Hub:
                 await refuse(send, binding.Refusal(503, "too many sessions; try again later",
                                                     headers=(("retry-after", "5"),)))
                 return
-            session = await self._open_session(self.gate.identity(headers))
+            session = await self._open_session(who)
         elif session_id is None:
             await refuse(send, binding.Refusal(400, "Bad Request: Mcp-Session-Id header is required (send "
                                                 "initialize first), or use 2026-07-28 _meta"))
             return
-        elif (found := self._session(headers)) is None:
+        elif (found := self._session(headers, who)) is None:
             await refuse(send, binding.Refusal(404, "Not Found: unknown or expired session; initialize again"))
             return
         else:
@@ -304,9 +309,9 @@ class Hub:
         session.router.close()
         self.gate.forget(session.id)
 
-    async def _get(self, headers: dict[str, str], receive: Receive, send: AsgiSend) -> None:
+    async def _get(self, headers: dict[str, str], who: identity.Identity, receive: Receive, send: AsgiSend) -> None:
         """The legacy session's own stream, for what belongs to no request (list changes, task status)."""
-        session = self._session(headers)
+        session = self._session(headers, who)
         if session is None:
             status = 404 if "mcp-session-id" in headers else 405
             await refuse(send, binding.Refusal(status, "GET opens a legacy session's stream: give its "
@@ -328,8 +333,8 @@ class Hub:
             session.busy -= 1
             session.last_used = time.monotonic()
 
-    async def _delete(self, headers: dict[str, str], send: AsgiSend) -> None:
-        session = self._session(headers)
+    async def _delete(self, headers: dict[str, str], who: identity.Identity, send: AsgiSend) -> None:
+        session = self._session(headers, who)
         if session is None:
             await refuse(send, binding.Refusal(404 if "mcp-session-id" in headers else 405,
                                                 "unknown or expired session"))

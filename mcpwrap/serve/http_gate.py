@@ -168,21 +168,22 @@ class RateLimit:
 
 
 class TokenFile:
-    """Bearer tokens, one a line, from a file only its owner can read; re-read when it changes (rotation)."""
+    """Bearer tokens, one a line (`NAME: TOKEN` names one), from a file only its owner can read;
+    re-read when it changes (rotation)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.signature: tuple[int, ...] | None = None
-        self.tokens: list[bytes] = []
+        self.tokens: list[binding.Token] = []
         self.current()                    # a bad file refuses to start
 
-    def current(self) -> list[bytes]:
+    def current(self) -> list[binding.Token]:
         signature = file_signature(self.path)
         if signature != self.signature:
             self.signature, self.tokens = signature, self._read()
         return self.tokens
 
-    def _read(self) -> list[bytes]:
+    def _read(self) -> list[binding.Token]:
         fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             st = os.fstat(fd)
@@ -192,8 +193,12 @@ class TokenFile:
             tokens = binding.parse_tokens(os.read(fd, 1 << 20).decode("utf-8", "replace"))
         finally:
             os.close(fd)
-        if not tokens or any(len(t) < 16 for t in tokens):
-            raise signing.SecretFileError(f"{self.path}: give one token of at least 16 characters a line")
+        if not tokens or any(len(t.secret) < 16 for t in tokens):
+            raise signing.SecretFileError(f"{self.path}: give one token of at least 16 characters a line "
+                                          "(NAME: TOKEN to name it)")
+        if bad := next((t.name for t in tokens if t.name is not None and not binding.TOKEN_NAME.match(t.name)), None):
+            raise signing.SecretFileError(f"{self.path}: token name {bad!r} must be 1-64 characters of "
+                                          "A-Z a-z 0-9 _ . @ -")
         return tokens
 
 
@@ -259,25 +264,29 @@ class Gate:
         self.rates = RateLimit(http.rate, http.burst) if http.rate is not None else None
         self.transit = InTransit()
 
-    def identity(self, headers: dict[str, str]) -> identity.Identity:
-        """Who sent an admitted request: its bearer token's identity, or nobody told apart without a token file."""
+    async def identity(self, headers: dict[str, str]) -> identity.Identity | binding.Refusal:
+        """Who sent a request: the token-file line its bearer token is, else the identity of a valid
+        OAuth access token; nobody told apart (`ANONYMOUS`) when neither is configured; else 401."""
         if self.tokens is None:
             return identity.ANONYMOUS
-        return identity.bearer(headers.get("authorization", "").partition(" ")[2].strip().encode("utf-8", "replace"))
+        given = binding.presented(headers.get("authorization"))
+        try:
+            tokens = self.tokens.current()
+        except (OSError, signing.SecretFileError) as exc:
+            log(f"mcpwrap: cannot read the token file, refusing every request: {exc}", "error")
+            tokens = []
+        token = binding.token_match(given, tokens) if given is not None else None
+        if token is not None:
+            return identity.bearer(token.secret, token.name)
+        return binding.unauthorized("invalid_token" if "authorization" in headers else None)
 
     def refusal(self, scope: Scope, headers: dict[str, str]) -> binding.Refusal | None:
-        """Path, Origin, Host, token, method, Accept: all before a byte of the body is read."""
+        """Path, Origin, Host, method, Accept: all before a byte of the body is read (the credential:
+        `identity`)."""
         if scope["path"].rstrip("/") != ENDPOINT:
             return binding.Refusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
         refusal = (binding.origin_refusal(headers.get("origin"), self.http.allowed_origins)
                    or binding.host_refusal(headers.get("host"), self.http.loopback, self.http.allowed_origins))
-        if refusal is None and self.tokens is not None:
-            try:
-                tokens = self.tokens.current()
-            except (OSError, signing.SecretFileError) as exc:
-                log(f"mcpwrap: cannot read the token file, refusing every request: {exc}", "error")
-                tokens = []
-            refusal = binding.token_refusal(headers.get("authorization"), tokens)
         if refusal is None and scope["method"] not in ("POST", "GET", "DELETE"):
             refusal = binding.Refusal(405, "Method Not Allowed", headers=(("allow", "POST, GET, DELETE"),))
         return refusal or binding.accept_refusal(scope["method"], headers.get("accept"))
