@@ -65,7 +65,7 @@ from mcpwrap.serve.common import (FLUSH_S, Options, SecretSource, file_signature
                                   tracing)
 from mcpwrap.serve.driver import Driver, stop_on_signal
 from mcpwrap.serve.http_gate import (ENDPOINT, AsgiSend, Gate, HttpOptions, Receive, Scope, exposure_problem, refuse,
-                                     respond, tls_problem)
+                                     respond, tls_problem, with_oauth)
 from mcpwrap.serve.http_router import SSE_HEADERS, Reply, Router, Stream, current, disconnected, write
 
 if TYPE_CHECKING:
@@ -106,10 +106,11 @@ class Session:
 class Hub:
     """What every exchange shares: the current tools, the limits, the secret, the sessions."""
 
-    def __init__(self, config: config_module.Config, options: Options, http: HttpOptions) -> None:
+    def __init__(self, config: config_module.Config, options: Options, http: HttpOptions,
+                 resource: str | None = None) -> None:
         self.options, self.http = options, http
         self.secret = SecretSource(options.secret_file)
-        self.gate = Gate(http)
+        self.gate = Gate(http, resource)
         self.sessions: dict[str, Session] = {}
         self.listens: set[Driver] = set()
         self.exchanges = 0
@@ -146,6 +147,10 @@ class Hub:
         headers: dict[str, str] = {}
         for name, value in scope["headers"]:
             headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+        document = self.gate.metadata(scope)
+        if document is not None:
+            await respond(send, 200, document, [(b"cache-control", b"max-age=3600")])
+            return
         refusal = self.gate.refusal(scope, headers)
         who = await self.gate.identity(headers) if refusal is None else refusal
         if isinstance(who, binding.Refusal):
@@ -373,17 +378,19 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
     from hypercorn.trio.run import worker_serve
     from hypercorn.utils import wrap_app
 
-    if (problem := exposure_problem(http) or tls_problem(http)) is not None:
-        log(f"mcpwrap: {problem}", "error")
-        return 2
-    hub = Hub(config, options, http)
-    if needs_secret(config):
-        hub.secret()                      # refuse to start on a bad secret file, before any request
     settings = HypercornConfig()
     settings.bind = [f"[{http.host}]:{http.port}" if ":" in http.host else f"{http.host}:{http.port}"]
     settings.accesslog = settings.errorlog = None
     if http.certfile is not None and http.keyfile is not None:
         settings.certfile, settings.keyfile = str(http.certfile), str(http.keyfile)
+    http = with_oauth(http, config.oauth)
+    if (problem := exposure_problem(http) or tls_problem(http)) is not None:
+        log(f"mcpwrap: {problem}", "error")
+        return 2
+    sockets = _listen(settings, http.send_timeout_s)
+    hub = Hub(config, options, http, resource_uri(http, sockets))
+    if needs_secret(config):
+        hub.secret()                      # refuse to start on a bad secret file, before any request
     signalled = trio.CancelScope()
 
     async def stop() -> None:
@@ -396,8 +403,7 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
 
         async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
             app = wrap_app(hub, settings.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]  # its TypedDicts
-            await worker_serve(app, settings, sockets=_listen(settings, http.send_timeout_s), shutdown_trigger=stop,
-                               task_status=task_status)
+            await worker_serve(app, settings, sockets=sockets, shutdown_trigger=stop, task_status=task_status)
             nursery.cancel_scope.cancel()   # the graceful shutdown is over: end sessions' tasks too
 
         nursery.start_soon(hub.expire)
@@ -407,8 +413,24 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
                                file_signature(config.path))
         binds = await nursery.start(run_server)
         log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path} on "
-            f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.gate.tokens else " (no authentication)"))
+            f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.gate.tokens or hub.gate.oauth else
+                                                          " (no authentication)")
+            + (f" (OAuth: tokens of {hub.gate.oauth.settings.issuer} for {hub.gate.oauth.resource})"
+               if hub.gate.oauth else ""))
     return 0
+
+
+def resource_uri(http: HttpOptions, sockets: Sockets) -> str | None:
+    """This server's canonical URI (RFC 8707), which OAuth access tokens must name in `aud`: --resource-uri,
+    else the loopback address it listens on (the port bound, should --http ask for 0)."""
+    if http.oauth is None:
+        return None
+    if http.oauth.resource is not None:
+        return http.oauth.resource
+    secure = bool(sockets.secure_sockets)
+    port = (sockets.secure_sockets or sockets.insecure_sockets)[0].getsockname()[1]
+    host = f"[{http.host}]" if ":" in http.host else http.host
+    return f"{'https' if secure else 'http'}://{host}:{port}{ENDPOINT}"
 
 
 def _listen(settings: HypercornConfig, send_timeout: float) -> Sockets:
