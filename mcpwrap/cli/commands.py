@@ -79,6 +79,12 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("http", "--http", "Serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1; port 0 picks one) at /mcp "
              "instead of stdio; needs the http extra.", "[HOST:]PORT"),
         _opt("token_file", "--token-file", "With --http: require a bearer token, one of this 0600 file's lines.", "PATH"),
+        _opt("oauth_issuer", "--oauth-issuer", "With --http: accept OAuth access tokens (JWTs) of this authorization "
+             "server, found by its RFC 8414 or OpenID metadata, and publish RFC 9728 metadata naming it.", "URL"),
+        _opt("resource_uri", "--resource-uri", "With --oauth-issuer: this server's canonical URL, which tokens must "
+             "name in aud (default: the loopback address served, e.g. http://127.0.0.1:8000/mcp).", "URL"),
+        _opt("oauth_scope", "--oauth-scope", "With --oauth-issuer: a scope every access token must carry (else 403 "
+             "insufficient_scope); repeatable.", "SCOPE", many=True),
         _opt("allowed_origin", "--allowed-origin", "With --http: a browser Origin that may call (e.g. https://app.example); "
              "repeatable; default: loopback origins only.", "ORIGIN", many=True),
         _opt("insecure_no_auth", "--insecure-no-auth", "With --http: allow a non-loopback address without --token-file "

@@ -60,8 +60,20 @@ def check(file: str, strict: bool, secret_file: str | None) -> None:
     more = "".join(f", {len(items)} {kind}(s)" for kind, items in (("resource", config.resources),
                                                                     ("prompt", config.prompts)) if items)
     print(f"{file}: ok, {len(config.tools)} tool(s){more}")  # stdout-ok
-    for line in confinement_report(config.tools):
+    for line in confinement_report(config.tools) + access_report(config):
         print(line)  # stdout-ok
+
+
+def access_report(config: Any) -> list[str]:
+    """Who may use what (`allow`), and where it applies: over HTTP only; on stdio the local user owns the process."""
+    items = [(kind, item) for kind, items in (("tool", config.tools), ("resource", config.resources),
+                                              ("prompt", config.prompts)) for item in items]
+    lines = [f"{item.name}: allow {' '.join(item.allow) or '(nobody over HTTP)'}"
+             for kind, item in items if item.allow is not None]
+    if lines:
+        lines.append("allow applies over HTTP (named token-file lines, OAuth users, scopes, groups); on stdio the "
+                     "local user runs the server and may use everything")
+    return lines
 
 
 def as_warning(problem: Any, severity: str = "warning") -> str:

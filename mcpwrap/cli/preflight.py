@@ -71,7 +71,8 @@ def secret_file(path: Path, option: str) -> None:
 
 
 def token_file(path: Path, option: str = "--token-file") -> list[bytes]:
-    """The tokens of a token file, held to the server's rules; a refusal with the fix otherwise."""
+    """The tokens (secrets, without their names) of a token file, held to the server's rules; a refusal
+    with the fix otherwise."""
     from mcpwrap.serve import http_gate
     from mcpwrap.state import signing
 
@@ -83,7 +84,7 @@ def token_file(path: Path, option: str = "--token-file") -> list[bytes]:
         fail(f"{option}: {exc}", EXIT_CONFIG)
     if not tokens:                       # the file went away since `readable_file` looked
         fail(f"{option} {path}: no token line; add one: {NEW_TOKEN.format(path=path)}", EXIT_CONFIG)
-    return tokens
+    return [t.secret for t in tokens]
 
 
 def http_files(remote: Any) -> None:

@@ -16,13 +16,13 @@ from typing import Any
 
 from mcpwrap.config.model import PLACEHOLDER, TEMPLATE_EXPR, Arg, Prompt, PromptArg, PromptMessage, Resource, Spool, Tool
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
-from mcpwrap.config.tools import (ARG_NAME, TOOL_NAME, check_command, check_placeholders, limits_of, read_args,
-                                  sandbox_of, where_it_runs)
+from mcpwrap.config.tools import (ARG_NAME, TOOL_NAME, check_command, check_placeholders, limits_of, read_allow,
+                                  read_args, sandbox_of, where_it_runs)
 
 SPOOL_KEYS = {"quota", "ttl"}
 RESOURCE_KEYS = {"title", "description", "uri", "uri_template", "path", "mime_type", "command", "shell", "args",
-                 "cwd", "env", "timeout", "max_output", "kill_grace", "output", "cache_ttl", "cache_scope"}
-PROMPT_KEYS = {"title", "description", "args", "messages"}
+                 "cwd", "env", "timeout", "max_output", "kill_grace", "output", "cache_ttl", "cache_scope", "allow"}
+PROMPT_KEYS = {"title", "description", "args", "messages", "allow"}
 PROMPT_ARG_KEYS = {"title", "description", "required", "default", "enum", "examples", "complete"}
 MESSAGE_KEYS = {"role", "text", "resource", "command", "shell"}
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]*$")
@@ -151,7 +151,7 @@ def _read_resource(r: Reader, name: str, t: dict[str, Any], key: tuple[str, ...]
     if output not in ("text", "blob"):
         r.problem(key + ("output",), "output must be \"text\" or \"blob\" (base64)")
     common = dict(name=name, title=r.typed(t, key, "title", str), description=r.typed(t, key, "description", str),
-                  cache_scope=scope,
+                  cache_scope=scope, allow=read_allow(r, t, key, defaults["allow"]),
                   cache_ttl_ms=int(r.converted(t, key, "cache_ttl", parse_duration, 0.0) * 1000))
     mime = r.typed(t, key, "mime_type", str)
     if "path" in t:
@@ -228,7 +228,7 @@ def read_prompts(r: Reader, doc: dict[str, Any], defaults: dict[str, Any], base_
                                      where_it_runs(r, m, mkey, defaults, base_dir))
             messages.append(PromptMessage(role, text, resource, tool))
         out.append(Prompt(name, tuple(args), tuple(messages), r.typed(t, key, "title", str),
-                          r.typed(t, key, "description", str)))
+                          r.typed(t, key, "description", str), read_allow(r, t, key, defaults["allow"])))
     return tuple(out)
 
 

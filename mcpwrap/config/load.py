@@ -25,15 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from mcpwrap.config.content import read_prompts, read_resources, read_spool
-from mcpwrap.config.model import Config, Problem
+from mcpwrap.config.model import Config, OAuthSettings, Problem
 # Not used here: named for the modules that reach them as `config.load.Tool` (serve/, tasks/) and `config.Toolset`.
 from mcpwrap.config.model import Spool as Spool, Tool as Tool, Toolset as Toolset
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
-from mcpwrap.config.tools import (CONFINEMENT_KEYS, env_inherit, limits_table, read_tool, sandbox_table,
+from mcpwrap.config.tools import (CONFINEMENT_KEYS, env_inherit, limits_table, read_allow, read_tool, sandbox_table,
                                   where_it_runs)
 
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
-SERVER_KEYS = {"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output"} | CONFINEMENT_KEYS
+SERVER_KEYS = {"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output", "allow",
+               "oauth_issuer", "resource_uri", "oauth_scopes"} | CONFINEMENT_KEYS
 
 
 class ConfigError(Exception):
@@ -133,6 +134,7 @@ def _read_document(r: Reader, doc: dict[str, Any], path: Path, digest: str) -> C
         "sandbox": sandbox_table(r, server, key),
         "limits": limits_table(r, server, key) or {},
         "env_inherit": env_inherit(r, server, key, True),
+        "allow": read_allow(r, server, key, None),
     }
     tools_table = r.typed(doc, (), "tools", dict, {})
     if not (tools_table or doc.get("resources") or doc.get("prompts")):
@@ -152,4 +154,20 @@ def _read_document(r: Reader, doc: dict[str, Any], path: Path, digest: str) -> C
         resources=resources,
         prompts=prompts,
         spool=read_spool(r, doc),
+        oauth=_read_oauth(r, server),
     )
+
+
+def _read_oauth(r: Reader, server: dict[str, Any]) -> OAuthSettings | None:
+    """[server] oauth_issuer, resource_uri, oauth_scopes (absolute https URLs, or http on loopback)."""
+    key = ("server",)
+    issuer, resource = r.typed(server, key, "oauth_issuer", str), r.typed(server, key, "resource_uri", str)
+    scopes = r.typed(server, key, "oauth_scopes", list, [])
+    if any(not isinstance(s, str) or not s or " " in s for s in scopes):
+        r.problem(key + ("oauth_scopes",), "oauth_scopes must be an array of scope names (no spaces)")
+    if issuer is None:
+        for name in ("resource_uri", "oauth_scopes"):
+            if name in server:
+                r.problem(key + (name,), f"'{name}' goes with 'oauth_issuer' (the authorization server)")
+        return None
+    return OAuthSettings(issuer, resource, tuple(s for s in scopes if isinstance(s, str)))

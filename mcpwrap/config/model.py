@@ -110,6 +110,7 @@ class Tool:
     sandbox: Sandbox | None = None
     limits: Limits | None = None
     env_inherit: bool | tuple[str, ...] = True   # the server's environment: all, none (PATH only), or these names
+    allow: tuple[str, ...] | None = None    # who may use it over HTTP (`protocol.access`); None: anyone
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -158,6 +159,7 @@ class Resource:
     cache_ttl_ms: int = 0
     cache_scope: str = "private"
     completers: Mapping[str, Tool] = field(default_factory=dict)   # arg -> its `complete` command
+    allow: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,18 @@ class Prompt:
     messages: tuple[PromptMessage, ...]
     title: str | None = None
     description: str | None = None
+    allow: tuple[str, ...] | None = None
 
     def arg(self, name: str) -> PromptArg | None:
         return next((a for a in self.args if a.name == name), None)
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """`[server] oauth_issuer`, `resource_uri` and `oauth_scopes`: the OAuth resource server's settings."""
+    issuer: str
+    resource: str | None = None        # the canonical URI tokens must name in `aud` (None: from --http)
+    scopes: tuple[str, ...] = ()       # every access token must carry these (else 403 insufficient_scope)
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,12 @@ class Config:
     resources: tuple[Resource, ...] = ()
     prompts: tuple[Prompt, ...] = ()
     spool: Spool = field(default_factory=lambda: Spool())
+    oauth: OAuthSettings | None = None
+
+    @cached_property
+    def restricted(self) -> bool:
+        """Some tool, resource or prompt has an `allow` list: callers over HTTP may see less than all."""
+        return any(item.allow is not None for items in (self.tools, self.resources, self.prompts) for item in items)
 
     @cached_property
     def _by_name(self) -> dict[str, Tool]:

@@ -47,7 +47,7 @@ ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 CONFINEMENT_KEYS = {"sandbox", "limits", "env_inherit"}
 TOOL_KEYS = {"title", "description", "command", "shell", "args", "cwd", "env", "timeout",
              "max_output", "output", "output_schema", "annotations", "stdin", "success_codes",
-             "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace"} | CONFINEMENT_KEYS
+             "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace", "allow"} | CONFINEMENT_KEYS
 SANDBOX_KEYS = {"read", "write", "network", "system", "required"}
 LIMIT_KEYS = {"memory", "cpu", "processes", "open_files", "file_size", "required"}
 PATH_PLACEHOLDERS = ("cwd", "home")
@@ -59,6 +59,8 @@ SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc/ld.so.
                "/etc/group", "/dev/zero", "/dev/urandom", "/dev/random")
 SYSTEM_WRITE = ("/dev/null",)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# An `allow` entry (`protocol.access` decides with them): anyone authenticated, or one kind of name.
+ALLOW_RULE = re.compile(r"^(\*|(token|user|scope|group):\S+)$")
 
 
 def _made(cls: type[T], **fields: Any) -> T:
@@ -149,6 +151,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         sandbox=sandbox_of(r, t, key, defaults["sandbox"], cwd, args),
         limits=limits_of(r, t, key, defaults["limits"]),
         env_inherit=env_inherit(r, t, key, defaults["env_inherit"]),
+        allow=read_allow(r, t, key, defaults["allow"]),
     )
 
 
@@ -298,6 +301,19 @@ def env_inherit(r: Reader, table: Mapping[str, Any], key: tuple[str, ...],
             r.problem(key + ("env_inherit",), f"env_inherit lists {bad[0]!r}, which is not a variable name")
         return tuple(v for v in value if v not in bad)
     return value
+
+
+def read_allow(r: Reader, table: Mapping[str, Any], key: tuple[str, ...],
+               default: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """`allow`: who may use a tool, resource or prompt over HTTP (`ALLOW_RULE` entries), else `default`."""
+    value = r.typed(table, key, "allow", list)
+    if value is None:
+        return default
+    bad = [v for v in value if not isinstance(v, str) or not ALLOW_RULE.match(v)]
+    if bad:
+        r.problem(key + ("allow",), f"allow lists {bad[0]!r}: each entry is \"*\" (anyone authenticated) or "
+                  "token:NAME, user:SUBJECT, scope:SCOPE or group:GROUP")
+    return tuple(v for v in value if v not in bad)
 
 
 def read_args(r: Reader, t: dict[str, Any], key: tuple[str, ...], cwd: Path) -> list[Arg]:

@@ -12,7 +12,7 @@ Errors the spec gives an HTTP status get it; other JSON-RPC errors travel with
 200, as the legacy revisions always did. A POST must accept both answer forms
 (JSON and SSE), a GET the SSE stream, else 406 (no Accept header accepts all).
 Origin and Host are checked against DNS rebinding, bearer tokens compared in
-constant time.
+constant time; a refused credential gets RFC 6750's challenge (`unauthorized`).
 """
 
 from __future__ import annotations
@@ -178,19 +178,53 @@ def host_refusal(host: str | None, loopback_only: bool, allowed_origins: Iterabl
     return Refusal(403, f"Forbidden: Host {host!r} is not a name of this loopback server")
 
 
-def token_refusal(authorization: str | None, tokens: Iterable[bytes]) -> Refusal | None:
-    """Bearer auth: every token is compared (constant time), so timing tells nothing about which failed."""
-    scheme, _, presented = (authorization or "").partition(" ")
-    given = presented.strip().encode("utf-8", "replace")
-    matched = False
+@dataclass(frozen=True)
+class Token:
+    """A line of a token file: its secret, and the name before `: ` when the line has one."""
+    secret: bytes
+    name: str | None = None
+
+
+TOKEN_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
+def parse_tokens(text: str) -> list[Token]:
+    """A token file: one token a line, `NAME: TOKEN` to name it (a line without `: ` is an unnamed
+    token, as before names existed); blank lines and '#' comments are skipped."""
+    tokens = []
+    for line in (raw.strip() for raw in text.splitlines()):
+        if line and not line.startswith("#"):
+            name, named, secret = line.partition(": ")
+            tokens.append(Token(secret.strip().encode(), name.strip()) if named else Token(line.encode()))
+    return tokens
+
+
+def presented(authorization: str | None) -> bytes | None:
+    """The bearer token an Authorization header presents, if it presents one."""
+    scheme, _, value = (authorization or "").partition(" ")
+    return value.strip().encode("utf-8", "replace") if scheme.lower() == "bearer" and value.strip() else None
+
+
+def token_match(given: bytes, tokens: Iterable[Token]) -> Token | None:
+    """The token-file line `given` is, if any: every line is compared (constant time), so timing tells
+    nothing about which one matched or failed."""
+    found = None
     for token in tokens:
-        matched |= hmac.compare_digest(given, token)
-    if scheme.lower() == "bearer" and matched:
-        return None
-    challenge = 'Bearer realm="mcpwrap"' + ('' if authorization is None else ', error="invalid_token"')
-    return Refusal(401, "Unauthorized: a valid bearer token is required", headers=(("www-authenticate", challenge),))
+        if hmac.compare_digest(given, token.secret) and found is None:
+            found = token
+    return found
 
 
-def parse_tokens(text: str) -> list[bytes]:
-    """A token file: one token a line; blank lines and '#' comments are skipped."""
-    return [line.strip().encode() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+def unauthorized(error: str | None = None, metadata: str | None = None, scopes: Iterable[str] = (),
+                 description: str | None = None) -> Refusal:
+    """401 with an RFC 6750 challenge (403 for `insufficient_scope`); `metadata` is the RFC 9728
+    protected-resource metadata URL an OAuth client starts from, `scopes` what the request needs."""
+    params = [f'resource_metadata="{metadata}"' if metadata else 'realm="mcpwrap"']
+    params += [f'error="{error}"'] if error else []
+    params += [f'scope="{" ".join(scopes)}"'] if scopes else []
+    challenge = (("www-authenticate", "Bearer " + ", ".join(params)),)
+    if error == "insufficient_scope":
+        return Refusal(403, f"Forbidden: {description or 'the access token lacks a scope this server requires'}",
+                       headers=challenge)
+    return Refusal(401, "Unauthorized: a valid bearer token is required"
+                   + (f" ({description})" if description else ""), headers=challenge)

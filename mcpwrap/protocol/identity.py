@@ -14,7 +14,13 @@ to one principal answers another exactly as if it did not exist.
   `ANONYMOUS`, the local principal, but nobody can be told apart: `tasks.list` is not
   declared and `tasks/list` is not served.
 
-A later identity (OAuth subjects, named token lines) is another constructor of the same value.
+- HTTP with `--oauth-issuer`: `oauth(issuer, subject, ...)`, bound to the token's `iss` and `sub`
+  (a digest of both), not to the token: a client whose access token is refreshed keeps its
+  sessions and tasks.
+
+Beside the principal, an identity carries what `allow` rules (`access.py`) match: the name of
+its token-file line, its OAuth subject, scopes and groups. The local user (`local`) owns the
+process and the tools file: every rule is satisfied for it.
 """
 
 from __future__ import annotations
@@ -25,21 +31,36 @@ from dataclasses import dataclass
 
 LOCAL = "local"
 _BEARER_CONTEXT = b"mcpwrap bearer principal v1\0"
+_OAUTH_CONTEXT = b"mcpwrap oauth principal v1\0"
 
 
 @dataclass(frozen=True)
 class Identity:
     principal: str = LOCAL
     identified: bool = True               # requestors are told apart: a list of "their" tasks means something
+    local: bool = False                   # the user who owns the process (stdio, the CLI): `allow` does not apply
+    name: str | None = None               # the token file's `name: token` line it presented
+    subject: str | None = None            # an OAuth access token's `sub`
+    scopes: frozenset[str] = frozenset()
+    groups: frozenset[str] = frozenset()
 
 
-LOCAL_USER = Identity()
+LOCAL_USER = Identity(local=True)
 ANONYMOUS = Identity(LOCAL, identified=False)
 
 
-def bearer(token: bytes) -> Identity:
-    """The identity of a bearer token: 128 bits of its SHA-256 (domain-separated)."""
-    return Identity("bearer:" + hashlib.sha256(_BEARER_CONTEXT + token).hexdigest()[:32])
+def bearer(token: bytes, name: str | None = None) -> Identity:
+    """The identity of a bearer token (a line of the token file, `name` if the line has one):
+    its principal is 128 bits of the token's SHA-256 (domain-separated)."""
+    return Identity("bearer:" + hashlib.sha256(_BEARER_CONTEXT + token).hexdigest()[:32], name=name)
+
+
+def oauth(issuer: str, subject: str, scopes: frozenset[str] = frozenset(),
+          groups: frozenset[str] = frozenset()) -> Identity:
+    """The identity of a validated OAuth access token: its principal is 128 bits of the SHA-256 of
+    its issuer and subject (domain-separated), the same for every token of that subject."""
+    digest = hashlib.sha256(_OAUTH_CONTEXT + issuer.encode() + b"\0" + subject.encode()).hexdigest()[:32]
+    return Identity("oauth:" + digest, subject=subject, scopes=scopes, groups=groups)
 
 
 def visible(owner: str | None, viewer: str | None) -> bool:

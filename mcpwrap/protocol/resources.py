@@ -136,7 +136,10 @@ def resolve(config: Config, uri: Any, rev: Revision) -> Target:
 
 def _listed_spelling(config: Config, uri: str) -> str | None:
     """The listed URI that `uri` spells with dot segments (`/./`, `/../`), if there is one."""
-    parts = urllib.parse.urlsplit(uri)
+    try:
+        parts = urllib.parse.urlsplit(uri)
+    except ValueError:                    # e.g. an unclosed "[" host: no listed URI is spelled that way
+        return None
     if not re.search(r"(?:^|/)\.\.?(?:/|$)", parts.path):
         return None
     spelled = urllib.parse.urlunsplit(parts._replace(path=posixpath.normpath(parts.path)))

@@ -1,7 +1,8 @@
 """What one server core knows between messages, and the answers every handler gives from it.
 
-`ServerState` holds a core's config, identity, the requests in flight, the questions asked, the
-open listens and subscriptions, the batches waiting for their answers and the completion runs.
+`ServerState` holds a core's config (`served`; `config` is the part its identity may use, see
+`access.py`), identity, the requests in flight, the questions asked, the open listens and
+subscriptions, the batches waiting for their answers and the completion runs.
 `Core` (`core.py`) is one: it adds receiving, the method -> handler table and the batch routing.
 The handlers of calls (`calls.py`), content (`content.py`) and tasks (`task_requests.py`) are
 plain functions over a `ServerState`, in modules loaded when a request first needs them.
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcpwrap.config.model import Config
-from mcpwrap.protocol import jsonrpc, modern
+from mcpwrap.protocol import access, jsonrpc, modern
 from mcpwrap.protocol.actions import Action, Context, Send, Stderr
 from mcpwrap.protocol.identity import LOCAL_USER, Identity
 from mcpwrap.protocol.jsonrpc import RequestId
@@ -83,12 +84,15 @@ class CompletionRun:
 class ServerState:
     """A core's state, and the ways its answers leave: replies, errors, batches, messages held for a session."""
 
+    served: Config                    # the tools file as loaded (and chosen by --read-only/--only/--exclude)
+    _view: Config
+
     def __init__(self, config: Config, keyring_source: Callable[[], Keys],
                  clock: Callable[[], float], page_size: int = 500,
                  budget: BatchBudget | None = None, completions: CompletionCache | None = None,
                  identity: Identity = LOCAL_USER) -> None:
-        self.config = config
         self.identity = identity          # of every request this core receives (a session's, a POST's, stdio's)
+        self.config = config
         self.budget = budget or BatchBudget()
         self._completions = completions        # shared by a server's cores; made when first needed
         self.completing: dict[CompletionKey, CompletionRun] = {}
@@ -105,6 +109,15 @@ class ServerState:
         self.batches: dict[RequestId, BatchState] = {}
         self.subscribed: set[str] = set()          # legacy resources/subscribe
         self.advertised: dict[str, Any] = {}       # the legacy session's capabilities, for list_changed
+
+    @property
+    def config(self) -> Config:
+        """The tools file as this core's caller may see it (`access.view`): all it serves, lists and runs."""
+        return self._view
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        self.served, self._view = config, access.view(config, self.identity)
 
     def capabilities(self, rev: Revision) -> dict[str, Any]:
         """Only what the tools file has: resources when it defines some or keeps output, prompts..."""

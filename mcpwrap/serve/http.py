@@ -65,7 +65,7 @@ from mcpwrap.serve.common import (FLUSH_S, Options, SecretSource, file_signature
                                   tracing)
 from mcpwrap.serve.driver import Driver, stop_on_signal
 from mcpwrap.serve.http_gate import (ENDPOINT, AsgiSend, Gate, HttpOptions, Receive, Scope, exposure_problem, refuse,
-                                     respond, tls_problem)
+                                     respond, tls_problem, with_oauth)
 from mcpwrap.serve.http_router import SSE_HEADERS, Reply, Router, Stream, current, disconnected, write
 
 if TYPE_CHECKING:
@@ -106,10 +106,11 @@ class Session:
 class Hub:
     """What every exchange shares: the current tools, the limits, the secret, the sessions."""
 
-    def __init__(self, config: config_module.Config, options: Options, http: HttpOptions) -> None:
+    def __init__(self, config: config_module.Config, options: Options, http: HttpOptions,
+                 resource: str | None = None) -> None:
         self.options, self.http = options, http
         self.secret = SecretSource(options.secret_file)
-        self.gate = Gate(http)
+        self.gate = Gate(http, resource)
         self.sessions: dict[str, Session] = {}
         self.listens: set[Driver] = set()
         self.exchanges = 0
@@ -122,15 +123,14 @@ class Hub:
 
     def core(self, config: config_module.Config | None = None,
              who: identity.Identity = identity.ANONYMOUS) -> Core:
-        return Core(config or self.root.config, self.secret, time.time, budget=self.budget,
+        return Core(config or self.root.served, self.secret, time.time, budget=self.budget,
                     completions=self.completions, identity=who)
 
-    def _session(self, headers: dict[str, str]) -> Session | None:
-        """The legacy session the request names, if the credential that opened it sent the request:
+    def _session(self, headers: dict[str, str], who: identity.Identity) -> Session | None:
+        """The legacy session the request names, if the identity that opened it sent the request:
         another's session does not exist for it (404, as an unknown id)."""
         session = self.sessions.get(headers.get("mcp-session-id") or "")
-        if session is None or not identity.visible(session.core.identity.principal,
-                                                    self.gate.identity(headers).principal):
+        if session is None or not identity.visible(session.core.identity.principal, who.principal):
             return None
         return session
 
@@ -147,7 +147,16 @@ class Hub:
         headers: dict[str, str] = {}
         for name, value in scope["headers"]:
             headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-        refusal = self.gate.refusal(scope, headers) or self.gate.throttle(scope, headers, self._session(headers) is not None)
+        document = self.gate.metadata(scope)
+        if document is not None:
+            await respond(send, 200, document, [(b"cache-control", b"max-age=3600")])
+            return
+        refusal = self.gate.refusal(scope, headers)
+        who = await self.gate.identity(headers) if refusal is None else refusal
+        if isinstance(who, binding.Refusal):
+            await refuse(send, who)
+            return
+        refusal = self.gate.throttle(scope, headers, self._session(headers, who) is not None)
         if refusal is not None:
             await refuse(send, refusal)
             return
@@ -174,18 +183,19 @@ class Hub:
             await send(event)
         try:
             if scope["method"] == "POST":
-                await self._post(headers, body, receive, tracked)
+                await self._post(headers, who, body, receive, tracked)
             elif scope["method"] == "GET":
-                await self._get(headers, receive, tracked)
+                await self._get(headers, who, receive, tracked)
             else:
-                await self._delete(headers, tracked)
+                await self._delete(headers, who, tracked)
         except Exception as exc:          # a bug must cost this exchange, answered, not the server
             log("mcpwrap: " + traceback.format_exc(), "debug")
             await _internal_error(send if not started else None, _posted.get(), exc)
         finally:
             self.exchanges -= 1
 
-    async def _post(self, headers: dict[str, str], body: bytes, receive: Receive, send: AsgiSend) -> None:
+    async def _post(self, headers: dict[str, str], who: identity.Identity, body: bytes, receive: Receive,
+                    send: AsgiSend) -> None:
         if tracing():
             log("mcpwrap <- " + body.decode("utf-8", "replace"), "debug")
         message = jsonrpc.decode(body)
@@ -193,21 +203,21 @@ class Hub:
         if isinstance(message, Request) and (removed := binding.removed_method_refusal(message)) is not None:
             await refuse(send, removed, message.id)
         elif isinstance(message, Request) and message.method != "initialize" and is_modern(message.method, message.params):
-            await self._modern(headers, message, len(body), receive, send)
+            await self._modern(headers, who, message, len(body), receive, send)
         elif isinstance(message, Invalid):
             refusal = binding.Refusal(400, message.message, message.code)
             await refuse(send, refusal, message.id)
         else:
-            await self._legacy(headers, message, len(body), receive, send)
+            await self._legacy(headers, who, message, len(body), receive, send)
 
     # --- 2026-07-28: one core per POST ----------------------------------------------------
-    async def _modern(self, headers: dict[str, str], request: Request, size: int, receive: Receive,
-                      send: AsgiSend) -> None:
+    async def _modern(self, headers: dict[str, str], who: identity.Identity, request: Request, size: int,
+                      receive: Receive, send: AsgiSend) -> None:
         mismatch = binding.check_modern_headers(headers, request)
         if mismatch is not None:
             await refuse(send, binding.Refusal(400, mismatch.message, mismatch.code), request.id)
             return
-        core, router = self.core(who=self.gate.identity(headers)), Router()
+        core, router = self.core(who=who), Router()
         stream = router.default = router.open([request], modern=True)
         async with trio.open_nursery() as nursery:
             driver = self.driver(core, nursery, router)
@@ -227,8 +237,8 @@ class Hub:
                 nursery.cancel_scope.cancel()
 
     # --- legacy: sessions -----------------------------------------------------------------
-    async def _legacy(self, headers: dict[str, str], message: jsonrpc.Message, size: int, receive: Receive,
-                      send: AsgiSend) -> None:
+    async def _legacy(self, headers: dict[str, str], who: identity.Identity, message: jsonrpc.Message, size: int,
+                      receive: Receive, send: AsgiSend) -> None:
         refusal = binding.legacy_version_refusal(headers)
         if refusal is not None:
             await refuse(send, refusal)
@@ -240,12 +250,12 @@ class Hub:
                 await refuse(send, binding.Refusal(503, "too many sessions; try again later",
                                                     headers=(("retry-after", "5"),)))
                 return
-            session = await self._open_session(self.gate.identity(headers))
+            session = await self._open_session(who)
         elif session_id is None:
             await refuse(send, binding.Refusal(400, "Bad Request: Mcp-Session-Id header is required (send "
                                                 "initialize first), or use 2026-07-28 _meta"))
             return
-        elif (found := self._session(headers)) is None:
+        elif (found := self._session(headers, who)) is None:
             await refuse(send, binding.Refusal(404, "Not Found: unknown or expired session; initialize again"))
             return
         else:
@@ -304,9 +314,9 @@ class Hub:
         session.router.close()
         self.gate.forget(session.id)
 
-    async def _get(self, headers: dict[str, str], receive: Receive, send: AsgiSend) -> None:
+    async def _get(self, headers: dict[str, str], who: identity.Identity, receive: Receive, send: AsgiSend) -> None:
         """The legacy session's own stream, for what belongs to no request (list changes, task status)."""
-        session = self._session(headers)
+        session = self._session(headers, who)
         if session is None:
             status = 404 if "mcp-session-id" in headers else 405
             await refuse(send, binding.Refusal(status, "GET opens a legacy session's stream: give its "
@@ -328,8 +338,8 @@ class Hub:
             session.busy -= 1
             session.last_used = time.monotonic()
 
-    async def _delete(self, headers: dict[str, str], send: AsgiSend) -> None:
-        session = self._session(headers)
+    async def _delete(self, headers: dict[str, str], who: identity.Identity, send: AsgiSend) -> None:
+        session = self._session(headers, who)
         if session is None:
             await refuse(send, binding.Refusal(404 if "mcp-session-id" in headers else 405,
                                                 "unknown or expired session"))
@@ -368,17 +378,19 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
     from hypercorn.trio.run import worker_serve
     from hypercorn.utils import wrap_app
 
-    if (problem := exposure_problem(http) or tls_problem(http)) is not None:
-        log(f"mcpwrap: {problem}", "error")
-        return 2
-    hub = Hub(config, options, http)
-    if needs_secret(config):
-        hub.secret()                      # refuse to start on a bad secret file, before any request
     settings = HypercornConfig()
     settings.bind = [f"[{http.host}]:{http.port}" if ":" in http.host else f"{http.host}:{http.port}"]
     settings.accesslog = settings.errorlog = None
     if http.certfile is not None and http.keyfile is not None:
         settings.certfile, settings.keyfile = str(http.certfile), str(http.keyfile)
+    http = with_oauth(http, config.oauth)
+    if (problem := exposure_problem(http) or tls_problem(http)) is not None:
+        log(f"mcpwrap: {problem}", "error")
+        return 2
+    sockets = _listen(settings, http.send_timeout_s)
+    hub = Hub(config, options, http, resource_uri(http, sockets))
+    if needs_secret(config):
+        hub.secret()                      # refuse to start on a bad secret file, before any request
     signalled = trio.CancelScope()
 
     async def stop() -> None:
@@ -391,8 +403,7 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
 
         async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
             app = wrap_app(hub, settings.wsgi_max_body_size, "asgi")  # type: ignore[arg-type]  # its TypedDicts
-            await worker_serve(app, settings, sockets=_listen(settings, http.send_timeout_s), shutdown_trigger=stop,
-                               task_status=task_status)
+            await worker_serve(app, settings, sockets=sockets, shutdown_trigger=stop, task_status=task_status)
             nursery.cancel_scope.cancel()   # the graceful shutdown is over: end sessions' tasks too
 
         nursery.start_soon(hub.expire)
@@ -402,8 +413,24 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
                                file_signature(config.path))
         binds = await nursery.start(run_server)
         log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path} on "
-            f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.gate.tokens else " (no authentication)"))
+            f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.gate.tokens or hub.gate.oauth else
+                                                          " (no authentication)")
+            + (f" (OAuth: tokens of {hub.gate.oauth.settings.issuer} for {hub.gate.oauth.resource})"
+               if hub.gate.oauth else ""))
     return 0
+
+
+def resource_uri(http: HttpOptions, sockets: Sockets) -> str | None:
+    """This server's canonical URI (RFC 8707), which OAuth access tokens must name in `aud`: --resource-uri,
+    else the loopback address it listens on (the port bound, should --http ask for 0)."""
+    if http.oauth is None:
+        return None
+    if http.oauth.resource is not None:
+        return http.oauth.resource
+    secure = bool(sockets.secure_sockets)
+    port = (sockets.secure_sockets or sockets.insecure_sockets)[0].getsockname()[1]
+    host = f"[{http.host}]" if ":" in http.host else http.host
+    return f"{'https' if secure else 'http'}://{host}:{port}{ENDPOINT}"
 
 
 def _listen(settings: HypercornConfig, send_timeout: float) -> Sockets:

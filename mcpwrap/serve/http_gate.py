@@ -17,17 +17,20 @@ import os
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Hashable, MutableMapping
-from dataclasses import dataclass
+import urllib.parse
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from mcpwrap.config import load as config_module
+from mcpwrap.config.model import OAuthSettings
 from mcpwrap.protocol import jsonrpc
 from mcpwrap.protocol import http_binding as binding, identity
 from mcpwrap.protocol.jsonrpc import RequestId
 from mcpwrap.serve.common import file_signature, log
+from mcpwrap.serve.oauth import WELL_KNOWN, OAuthError, Verifier
 from mcpwrap.state import signing
 
 
@@ -65,6 +68,7 @@ class HttpOptions:
     keyfile: Path | None = None
     body_timeout_s: float = BODY_TIMEOUT_S
     send_timeout_s: float = SEND_TIMEOUT_S
+    oauth: OAuthSettings | None = None    # --oauth-issuer, --resource-uri, --oauth-scope (else [server]'s)
 
     @property
     def loopback(self) -> bool:
@@ -110,26 +114,46 @@ def parse_timeout(text: str, flag: str) -> float:
 
 def http_options(address: str, token_file: str | None, origins: list[str], insecure: bool, rate: str | None = None,
                  certfile: str | None = None, keyfile: str | None = None, body_timeout: str | None = None,
-                 send_timeout: str | None = None) -> HttpOptions:
+                 send_timeout: str | None = None, oauth: OAuthSettings | None = None) -> HttpOptions:
     """The --http options as given on the command line (ValueError for a malformed one)."""
     host, port = parse_address(address)
     if (certfile is None) != (keyfile is None):
         raise ValueError("--certfile and --keyfile go together (the certificate chain and its private key)")
+    for url in (oauth.issuer, oauth.resource) if oauth is not None else ():
+        if url is not None and ((parts := urllib.parse.urlsplit(url)).scheme not in ("https", "http")
+                                or not parts.netloc or parts.fragment):
+            raise ValueError(f"--oauth-issuer and --resource-uri want an absolute http(s) URL, got {url!r}")
     per_second, burst = parse_rate(rate) if rate is not None else (None, MIN_BURST)
     return HttpOptions(host, port, Path(token_file) if token_file else None, tuple(origins), insecure,
                        rate=per_second, burst=burst, certfile=Path(certfile) if certfile else None,
                        keyfile=Path(keyfile) if keyfile else None,
                        body_timeout_s=parse_timeout(body_timeout, "--body-timeout") if body_timeout else BODY_TIMEOUT_S,
-                       send_timeout_s=parse_timeout(send_timeout, "--send-timeout") if send_timeout else SEND_TIMEOUT_S)
+                       send_timeout_s=parse_timeout(send_timeout, "--send-timeout") if send_timeout else SEND_TIMEOUT_S,
+                       oauth=oauth)
+
+
+def with_oauth(options: HttpOptions, configured: OAuthSettings | None) -> HttpOptions:
+    """The options with the tools file's [server] OAuth settings where the flags give none."""
+    flags = options.oauth
+    if configured is None or flags is not None and flags.issuer != configured.issuer:
+        return options
+    if flags is None:
+        return replace(options, oauth=configured)
+    return replace(options, oauth=OAuthSettings(flags.issuer, flags.resource or configured.resource,
+                                                flags.scopes or configured.scopes))
 
 
 def exposure_problem(options: HttpOptions) -> str | None:
-    """Why these options must not start: a non-loopback bind with nobody to authenticate."""
-    if options.loopback or options.token_file is not None or options.insecure_no_auth:
+    """Why these options must not start: a non-loopback bind with nobody to authenticate, or OAuth
+    without a canonical URI to bind tokens to."""
+    if options.oauth is not None and options.oauth.resource is None and not options.loopback:
+        return (f"--oauth-issuer on {options.host}:{options.port} needs --resource-uri (the URL clients reach "
+                "this server at, which access tokens must name in aud)")
+    if options.loopback or options.token_file is not None or options.oauth is not None or options.insecure_no_auth:
         return None
     return (f"refusing to serve {options.host}:{options.port} without authentication: anyone who can reach it "
-            "could run the tools. Give --token-file FILE (bearer tokens), bind 127.0.0.1, or, behind a proxy "
-            "that authenticates, --insecure-no-auth")
+            "could run the tools. Give --token-file FILE (bearer tokens) or --oauth-issuer URL, bind 127.0.0.1, "
+            "or, behind a proxy that authenticates, --insecure-no-auth")
 
 
 def tls_problem(options: HttpOptions) -> str | None:
@@ -168,21 +192,22 @@ class RateLimit:
 
 
 class TokenFile:
-    """Bearer tokens, one a line, from a file only its owner can read; re-read when it changes (rotation)."""
+    """Bearer tokens, one a line (`NAME: TOKEN` names one), from a file only its owner can read;
+    re-read when it changes (rotation)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.signature: tuple[int, ...] | None = None
-        self.tokens: list[bytes] = []
+        self.tokens: list[binding.Token] = []
         self.current()                    # a bad file refuses to start
 
-    def current(self) -> list[bytes]:
+    def current(self) -> list[binding.Token]:
         signature = file_signature(self.path)
         if signature != self.signature:
             self.signature, self.tokens = signature, self._read()
         return self.tokens
 
-    def _read(self) -> list[bytes]:
+    def _read(self) -> list[binding.Token]:
         fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             st = os.fstat(fd)
@@ -192,8 +217,12 @@ class TokenFile:
             tokens = binding.parse_tokens(os.read(fd, 1 << 20).decode("utf-8", "replace"))
         finally:
             os.close(fd)
-        if not tokens or any(len(t) < 16 for t in tokens):
-            raise signing.SecretFileError(f"{self.path}: give one token of at least 16 characters a line")
+        if not tokens or any(len(t.secret) < 16 for t in tokens):
+            raise signing.SecretFileError(f"{self.path}: give one token of at least 16 characters a line "
+                                          "(NAME: TOKEN to name it)")
+        if bad := next((t.name for t in tokens if t.name is not None and not binding.TOKEN_NAME.match(t.name)), None):
+            raise signing.SecretFileError(f"{self.path}: token name {bad!r} must be 1-64 characters of "
+                                          "A-Z a-z 0-9 _ . @ -")
         return tokens
 
 
@@ -253,31 +282,65 @@ async def _gather_body(receive: Receive, limit: int, timeout: float, transit: In
 class Gate:
     """The checks every request passes before its body is read, and its body's reading."""
 
-    def __init__(self, http: HttpOptions) -> None:
+    def __init__(self, http: HttpOptions, resource: str | None = None) -> None:
+        """`resource`: this server's canonical URI, which OAuth access tokens must name in `aud`."""
         self.http = http
         self.tokens = TokenFile(http.token_file) if http.token_file is not None else None
+        self.oauth = Verifier(http.oauth, resource) if http.oauth is not None and resource is not None else None
         self.rates = RateLimit(http.rate, http.burst) if http.rate is not None else None
         self.transit = InTransit()
 
-    def identity(self, headers: dict[str, str]) -> identity.Identity:
-        """Who sent an admitted request: its bearer token's identity, or nobody told apart without a token file."""
-        if self.tokens is None:
+    async def identity(self, headers: dict[str, str]) -> identity.Identity | binding.Refusal:
+        """Who sent a request: the token-file line its bearer token is, else the identity of a valid
+        OAuth access token; nobody told apart (`ANONYMOUS`) when neither is configured; else 401
+        (403 `insufficient_scope` for a valid access token without a scope --oauth-scope requires)."""
+        if self.tokens is None and self.oauth is None:
             return identity.ANONYMOUS
-        return identity.bearer(headers.get("authorization", "").partition(" ")[2].strip().encode("utf-8", "replace"))
+        given = binding.presented(headers.get("authorization"))
+        token = binding.token_match(given, self._tokens()) if given is not None and self.tokens is not None else None
+        if token is not None:
+            return identity.bearer(token.secret, token.name)
+        reason, metadata = None, None
+        if self.oauth is not None:
+            metadata = self.oauth.metadata_url
+            required = self.oauth.settings.scopes
+            try:
+                who = await self.oauth.identity(given) if given is not None else None
+            except OAuthError as exc:
+                who, reason = None, str(exc)
+                log(f"mcpwrap: access token refused: {reason}", "info")
+            if who is not None and not set(required) <= who.scopes:
+                return binding.unauthorized("insufficient_scope", metadata, required)
+            if who is not None:
+                return who
+        return binding.unauthorized("invalid_token" if "authorization" in headers else None, metadata,
+                                    self.oauth.settings.scopes if self.oauth is not None else (), reason)
+
+    def _tokens(self) -> list[binding.Token]:
+        assert self.tokens is not None
+        try:
+            return self.tokens.current()
+        except (OSError, signing.SecretFileError) as exc:
+            log(f"mcpwrap: cannot read the token file, refusing every request: {exc}", "error")
+            return []
+
+    def metadata(self, scope: Scope) -> bytes | None:
+        """The RFC 9728 protected-resource metadata, for a GET of its well-known path (with or without
+        the resource's path after it); None for any other request."""
+        if self.oauth is None or scope["method"] != "GET" or not scope["path"].startswith(WELL_KNOWN):
+            return None
+        suffix = scope["path"][len(WELL_KNOWN):].rstrip("/")
+        if suffix not in ("", urllib.parse.urlsplit(self.oauth.resource).path.rstrip("/")):
+            return None
+        return jsonrpc.encode(self.oauth.metadata())
 
     def refusal(self, scope: Scope, headers: dict[str, str]) -> binding.Refusal | None:
-        """Path, Origin, Host, token, method, Accept: all before a byte of the body is read."""
+        """Path, Origin, Host, method, Accept: all before a byte of the body is read (the credential:
+        `identity`)."""
         if scope["path"].rstrip("/") != ENDPOINT:
             return binding.Refusal(404, f"Not Found: the MCP endpoint is {ENDPOINT}")
         refusal = (binding.origin_refusal(headers.get("origin"), self.http.allowed_origins)
                    or binding.host_refusal(headers.get("host"), self.http.loopback, self.http.allowed_origins))
-        if refusal is None and self.tokens is not None:
-            try:
-                tokens = self.tokens.current()
-            except (OSError, signing.SecretFileError) as exc:
-                log(f"mcpwrap: cannot read the token file, refusing every request: {exc}", "error")
-                tokens = []
-            refusal = binding.token_refusal(headers.get("authorization"), tokens)
         if refusal is None and scope["method"] not in ("POST", "GET", "DELETE"):
             refusal = binding.Refusal(405, "Method Not Allowed", headers=(("allow", "POST, GET, DELETE"),))
         return refusal or binding.accept_refusal(scope["method"], headers.get("accept"))
@@ -289,7 +352,7 @@ class Gate:
             return None
         client = scope.get("client")
         key = (("session", headers.get("mcp-session-id")) if in_session else
-               ("token", headers["authorization"]) if self.tokens is not None and "authorization" in headers else
+               ("token", headers["authorization"]) if "authorization" in headers and (self.tokens or self.oauth) else
                ("peer", client[0] if client else ""))
         wait = self.rates.take(key)
         if not wait:

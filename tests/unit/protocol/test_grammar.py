@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mcpwrap.config import load as config
@@ -126,6 +126,7 @@ def _refused(call: Any) -> ProtocolError | None:
 @settings(max_examples=300)
 @given(st.sampled_from(["mcpwrap://output/" + "a" * 32 + "/stdout", "mcpwrap://output/" + "a" * 32 + "/stderr",
                         "n://", "s://"]), texts | percent, texts | percent)
+@example("n://", "[", "")                  # an unclosed IPv6 host once made urlsplit raise (-32603)
 def test_resolve_refuses_or_reads_any_uri(prefix: str, middle: str, query: str) -> None:
     for uri in (prefix + middle, f"{prefix}?{middle}", f"{prefix}?offset={query}&length={middle}",
                 f"{prefix}{middle}/{query}?flag={query}", f"{prefix}?{middle}={query}"):

@@ -85,15 +85,25 @@ def test_origin_and_host_rules() -> None:
 
 
 def test_bearer_tokens_and_token_files() -> None:
-    tokens = binding.parse_tokens("# old first\nold-0123456789abcdef\n\n  new-0123456789abcdef  \n")
-    assert tokens == [b"old-0123456789abcdef", b"new-0123456789abcdef"]
-    assert binding.token_refusal("Bearer new-0123456789abcdef", tokens) is None
-    assert binding.token_refusal("bearer old-0123456789abcdef", tokens) is None
-    for header in (None, "Bearer nope", "Basic new-0123456789abcdef", "Bearer "):
-        refusal = binding.token_refusal(header, tokens)
-        assert refusal is not None and refusal.status == 401
-        assert dict(refusal.headers)["www-authenticate"].startswith('Bearer realm="mcpwrap"')
-    assert binding.token_refusal("Bearer anything", []) is not None
+    tokens = binding.parse_tokens("# old first\nold-0123456789abcdef\n\n  new-0123456789abcdef  \n"
+                                  "ci: ci-0123456789abcdef\n")
+    assert tokens == [binding.Token(b"old-0123456789abcdef"), binding.Token(b"new-0123456789abcdef"),
+                      binding.Token(b"ci-0123456789abcdef", "ci")]
+    match = binding.token_match
+    assert match(binding.presented("Bearer new-0123456789abcdef") or b"", tokens) == tokens[1]
+    assert match(binding.presented("bearer ci-0123456789abcdef") or b"", tokens) == tokens[2]
+    assert match(b"ci: ci-0123456789abcdef", tokens) is None
+    for header in (None, "Basic new-0123456789abcdef", "Bearer "):
+        assert binding.presented(header) is None
+    assert match(b"nope", tokens) is None and match(b"anything", []) is None
+    refusal = binding.unauthorized("invalid_token")
+    assert refusal.status == 401 and dict(refusal.headers)["www-authenticate"] == (
+        'Bearer realm="mcpwrap", error="invalid_token"')
+    refusal = binding.unauthorized("insufficient_scope", "https://h/.well-known/oauth-protected-resource/mcp",
+                                   ["mcp", "deploy"])
+    assert refusal.status == 403 and dict(refusal.headers)["www-authenticate"] == (
+        'Bearer resource_metadata="https://h/.well-known/oauth-protected-resource/mcp", '
+        'error="insufficient_scope", scope="mcp deploy"')
 
 
 def test_addresses_and_exposure() -> None:

@@ -1,0 +1,209 @@
+"""An OAuth 2.1 resource server for `serve --http --oauth-issuer URL`: who an access token says its bearer is.
+
+MCP authorization (2025-06-18 and later): mcpwrap publishes RFC 9728 protected-resource metadata
+naming its one authorization server, and validates the JWT access tokens that server issues, locally.
+The issuer's keys are found by RFC 8414 metadata (else OpenID Connect discovery): its `jwks_uri`. A
+token is accepted only when
+- its header names an asymmetric algorithm (never `none`, never HS*: a public key is no shared secret)
+  that is the algorithm of the issuer's key named by its `kid`;
+- its signature verifies against that key (PyJWT on `cryptography`; nothing here parses JOSE);
+- `iss` is the issuer, `aud` names this server's canonical URI (RFC 8707: a token minted for another
+  resource is refused), `exp` is to come and `nbf` has passed (LEEWAY_S either way), `sub` is there.
+Its identity (`protocol/identity.oauth`) is its issuer and subject, with its `scope` (or `scp`) and
+`groups` claims for `allow`.
+
+The keys are fetched off the event loop (a worker thread, stdlib urllib, FETCH_TIMEOUT_S, MAX_DOCUMENT
+bytes, https only but for loopback hosts), then cached: a token naming a `kid` the cache lacks fetches
+them again (the issuer rotated), at most REFRESH_BURST times per REFRESH_WINDOW_S whatever tokens
+arrive, one fetch at a time; the set fetched replaces the cache, so a key the issuer removed is refused
+from then on; a set older than KEYS_MAX_AGE_S is fetched again before use. Never a fetch per request.
+Opaque tokens (RFC 7662 introspection) are not accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import jwt
+import trio
+
+from mcpwrap.config.model import OAuthSettings
+from mcpwrap.protocol import identity
+from mcpwrap.protocol.http_binding import LOOPBACK_HOSTS
+
+FETCH_TIMEOUT_S = 10.0
+MAX_DOCUMENT = 256 * 1024         # bytes of a metadata document or key set
+LEEWAY_S = 30                     # clock skew allowed on exp and nbf
+REFRESH_BURST = 5                 # key-set fetches for unknown kids, at most this many...
+REFRESH_WINDOW_S = 60.0           # ...in this window
+KEYS_MAX_AGE_S = 900.0            # a key set older than this is fetched again before use
+ASYMMETRIC = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES256K", "ES384", "ES512",
+                        "EdDSA", "Ed25519"})
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+Fetch = Callable[[str], dict[str, Any]]
+
+
+class OAuthError(Exception):
+    """Why a token (or the issuer's metadata) was refused, said to the log and the client."""
+
+
+def fetch_json(url: str) -> dict[str, Any]:
+    """A JSON object over https (http for a loopback host), bounded in time and size. Blocking: run it in a thread."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "https" and not (parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_HOSTS):
+        raise OAuthError(f"{url}: the authorization server's documents are fetched over https only")
+    request = urllib.request.Request(url, headers={"accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:   # noqa: S310 (scheme checked)
+            data = response.read(MAX_DOCUMENT + 1)
+    except OSError as exc:
+        raise OAuthError(f"cannot fetch {url}: {exc}") from None
+    if len(data) > MAX_DOCUMENT:
+        raise OAuthError(f"{url}: larger than {MAX_DOCUMENT} bytes")
+    try:
+        document = json.loads(data)
+    except ValueError:
+        raise OAuthError(f"{url}: not JSON") from None
+    if not isinstance(document, dict):
+        raise OAuthError(f"{url}: not a JSON object")
+    return document
+
+
+def discovery_urls(issuer: str) -> list[str]:
+    """Where the issuer's metadata is: RFC 8414 (the well-known part before the issuer's path), then OpenID."""
+    parts = urllib.parse.urlsplit(issuer)
+    path = parts.path.rstrip("/")
+    origin = f"{parts.scheme}://{parts.netloc}"
+    return [f"{origin}/.well-known/oauth-authorization-server{path}", f"{origin}{path}/.well-known/openid-configuration"]
+
+
+def metadata_url(resource: str) -> str:
+    """RFC 9728 section 3.1: the well-known path between the resource's host and its path."""
+    parts = urllib.parse.urlsplit(resource)
+    return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{parts.path.rstrip('/')}"
+
+
+class Keys:
+    """The issuer's signing keys by `kid`, fetched in a worker thread and refreshed as the module says."""
+
+    def __init__(self, issuer: str, fetch: Fetch = fetch_json, clock: Callable[[], float] = time.monotonic) -> None:
+        self.issuer, self.fetch, self.clock = issuer, fetch, clock
+        self.jwks_uri: str | None = None
+        self.keys: dict[str | None, jwt.PyJWK] = {}
+        self.fetched_at: float | None = None
+        self.refreshes: deque[float] = deque()
+        self.lock = trio.Lock()
+
+    async def key(self, kid: str | None) -> jwt.PyJWK | None:
+        """The key `kid` names (the only key, when a token names none and the issuer has one)."""
+        stale = self.fetched_at is None or self.clock() - self.fetched_at > KEYS_MAX_AGE_S
+        if stale or (kid not in self.keys and self._may_refresh()):
+            seen = self.fetched_at
+            async with self.lock:
+                await self._refresh(seen)
+        if kid is None and len(self.keys) == 1:
+            return next(iter(self.keys.values()))
+        return self.keys.get(kid)
+
+    def _may_refresh(self) -> bool:
+        now = self.clock()
+        while self.refreshes and now - self.refreshes[0] > REFRESH_WINDOW_S:
+            self.refreshes.popleft()
+        return len(self.refreshes) < REFRESH_BURST
+
+    async def _refresh(self, seen: float | None) -> None:
+        if self.fetched_at != seen:       # another request refreshed while this one waited for the lock
+            return
+        self.refreshes.append(self.clock())
+        self.fetched_at = self.clock()    # a failed fetch waits its turn too
+        self.keys = await trio.to_thread.run_sync(self._fetch_keys, abandon_on_cancel=True)
+
+    def _fetch_keys(self) -> dict[str | None, jwt.PyJWK]:
+        """In a worker thread: the issuer's metadata (once), then its key set, signing keys only."""
+        if self.jwks_uri is None:
+            self.jwks_uri = self._jwks_uri()
+        document = self.fetch(self.jwks_uri)
+        keys: dict[str | None, jwt.PyJWK] = {}
+        for entry in document.get("keys", []) if isinstance(document.get("keys"), list) else []:
+            if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
+                continue
+            try:
+                key = jwt.PyJWK(entry)
+            except (jwt.PyJWKError, jwt.InvalidKeyError):
+                continue                  # a key of a type this installation cannot use
+            if key.algorithm_name in ASYMMETRIC:
+                keys[entry.get("kid") if isinstance(entry.get("kid"), str) else None] = key
+        return keys
+
+    def _jwks_uri(self) -> str:
+        problems = []
+        for url in discovery_urls(self.issuer):
+            try:
+                metadata = self.fetch(url)
+            except OAuthError as exc:
+                problems.append(str(exc))
+                continue
+            if metadata.get("issuer") != self.issuer:     # RFC 8414 section 3.3; OpenID Discovery 4.3
+                problems.append(f"{url} names issuer {metadata.get('issuer')!r}, not {self.issuer!r}")
+            elif isinstance(metadata.get("jwks_uri"), str):
+                return str(metadata["jwks_uri"])
+            else:
+                problems.append(f"{url} names no jwks_uri")
+        raise OAuthError("cannot find the issuer's keys: " + "; ".join(problems))
+
+
+class Verifier:
+    """Validates an access token for one resource (its canonical URI) from one issuer."""
+
+    def __init__(self, settings: OAuthSettings, resource: str, fetch: Fetch = fetch_json) -> None:
+        self.settings, self.resource = settings, resource
+        self.metadata_url = metadata_url(resource)
+        self.keys = Keys(settings.issuer, fetch)
+
+    def metadata(self) -> dict[str, Any]:
+        """RFC 9728 protected-resource metadata."""
+        document: dict[str, Any] = {"resource": self.resource, "authorization_servers": [self.settings.issuer],
+                                    "bearer_methods_supported": ["header"]}
+        if self.settings.scopes:
+            document["scopes_supported"] = list(self.settings.scopes)
+        return document
+
+    async def identity(self, token: bytes) -> identity.Identity:
+        """The identity a valid access token carries; OAuthError saying why it is not one."""
+        text = token.decode("ascii", "replace")
+        try:
+            header = jwt.get_unverified_header(text)
+        except jwt.PyJWTError:
+            raise OAuthError("not a JWT access token") from None
+        alg, kid = header.get("alg"), header.get("kid")
+        if alg not in ASYMMETRIC:
+            raise OAuthError(f"algorithm {alg!r} is not accepted (asymmetric signatures only)")
+        try:
+            key = await self.keys.key(kid if isinstance(kid, str) else None)
+        except OAuthError as exc:
+            raise OAuthError(f"cannot check the token: {exc}") from None
+        if key is None or key.algorithm_name != alg:
+            raise OAuthError("the token is not signed by a key of the issuer")
+        try:
+            claims = jwt.decode(text, key.key, algorithms=[alg], audience=self.resource, issuer=self.settings.issuer,
+                                leeway=LEEWAY_S, options={"require": ["exp", "iss", "aud", "sub"]})
+        except jwt.PyJWTError as exc:
+            raise OAuthError(str(exc)) from None
+        return identity.oauth(self.settings.issuer, str(claims["sub"]), _names(claims.get("scope", claims.get("scp"))),
+                              _names(claims.get("groups")))
+
+
+def _names(value: Any) -> frozenset[str]:
+    """A claim of names: a space-separated string (`scope`) or an array of strings (`scp`, `groups`)."""
+    if isinstance(value, str):
+        return frozenset(value.split())
+    if isinstance(value, list):
+        return frozenset(v for v in value if isinstance(v, str))
+    return frozenset()

@@ -1,0 +1,103 @@
+"""The happy path through a real authorization server: oidc-provider (npm, tests/ts/oidc.mjs) on loopback.
+
+The test is the client: authorization code + PKCE with the RFC 8707 resource of the mcpwrap it
+started (found from mcpwrap's 401 and its RFC 9728 metadata), the sign-in driven over HTTP; the JWT
+access token it gets lists and calls what its identity may use, and nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.cookiejar
+import json
+import re
+import secrets
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import HANG_S
+from tests.httpharness import HttpServer
+from tests.blackbox.http.test_identity_binding import Client
+
+TS = Path(__file__).parents[2] / "ts"
+REDIRECT = "http://127.0.0.1/callback"
+pytestmark = pytest.mark.skipif(shutil.which("node") is None or not (TS / "node_modules" / "oidc-provider").exists(),
+                                reason="needs node and `npm ci --prefix tests/ts`")
+
+
+@pytest.fixture
+def provider() -> Iterator[str]:
+    proc = subprocess.Popen(["node", str(TS / "oidc.mjs"), "alice"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    issuer = proc.stdout.readline().decode().strip()
+    assert issuer.startswith("http://127.0.0.1:"), proc.stderr.read().decode() if proc.stderr else ""
+    yield issuer
+    proc.kill()
+    proc.wait(HANG_S)
+
+
+class _Stop(urllib.request.HTTPRedirectHandler):
+    """Follows the flow's redirects until the one to the client's redirect URI, whose code it keeps."""
+    code: str | None = None
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if newurl.startswith(REDIRECT):
+            _Stop.code = urllib.parse.parse_qs(urllib.parse.urlsplit(newurl).query)["code"][0]
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def access_token(server: HttpServer, scope: str) -> str:
+    """The client's side of the flow, from mcpwrap's 401 to a token for it."""
+    answer = server.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+    assert answer.status == 401
+    metadata_url = re.search(r'resource_metadata="([^"]+)"', answer.headers["www-authenticate"])[1]  # type: ignore[index]
+    with urllib.request.urlopen(metadata_url, timeout=HANG_S) as got:
+        metadata = json.load(got)
+    resource, issuer = metadata["resource"], metadata["authorization_servers"][0]
+    with urllib.request.urlopen(issuer + "/.well-known/openid-configuration", timeout=HANG_S) as got:
+        endpoints = json.load(got)
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    query = urllib.parse.urlencode({"client_id": "mcpwrap-test", "response_type": "code", "redirect_uri": REDIRECT,
+                                    "scope": scope, "resource": resource, "code_challenge": challenge,
+                                    "code_challenge_method": "S256", "state": "s"})
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), _Stop())
+    _Stop.code = None
+    try:
+        opener.open(endpoints["authorization_endpoint"] + "?" + query, timeout=HANG_S).read()
+    except urllib.error.HTTPError as exc:
+        assert _Stop.code is not None, exc.read()
+    assert _Stop.code is not None
+    form = urllib.parse.urlencode({"grant_type": "authorization_code", "code": _Stop.code, "redirect_uri": REDIRECT,
+                                   "client_id": "mcpwrap-test", "code_verifier": verifier,
+                                   "resource": resource}).encode()
+    with urllib.request.urlopen(endpoints["token_endpoint"], form, timeout=HANG_S) as got:
+        return str(json.load(got)["access_token"])
+
+
+def test_a_token_from_oidc_provider_lists_and_calls_what_its_identity_may_use(provider: str, tmp_path: Path) -> None:
+    tools = tmp_path / "tools.toml"
+    tools.write_text('[tools.hello]\ncommand = ["echo", "hello"]\n'
+                     '[tools.deploy]\ncommand = ["sh", "-c", "echo run >> \\"$1\\"", "sh", "{path}"]\n'
+                     'args.path = { type = "string" }\nallow = ["scope:deploy"]\n'
+                     '[tools.bobs]\ncommand = ["echo", "bob"]\nallow = ["user:bob"]\n')
+    with HttpServer(tools, tmp_path, "--oauth-issuer", provider, "--oauth-scope", "mcp") as server:
+        marker = tmp_path / "deployed"
+        narrow = Client(server, access_token(server, "openid mcp"))
+        assert [t["name"] for t in narrow.modern("tools/list", {}).final["result"]["tools"]] == ["hello"]
+        refused = narrow.modern("tools/call", {"name": "deploy", "arguments": {"path": str(marker)}})
+        assert "error" in refused.final and not marker.exists()
+        wide = Client(server, access_token(server, "openid mcp deploy"))
+        wide.initialize()
+        assert [t["name"] for t in wide.legacy("tools/list").final["result"]["tools"]] == ["hello", "deploy"]
+        called = wide.legacy("tools/call", {"name": "deploy", "arguments": {"path": str(marker)}})
+        assert "error" not in called.final and marker.read_text() == "run\n"
