@@ -152,6 +152,8 @@ def _check_line(f: _File, i: int, record: dict[str, Any], v: Verdict) -> str | N
     if record["prev"] == v.last_hash:
         return None if record["seq"] == expected else (
             f"seq {record['seq']} where {expected} was due, though it chains to the line before (edited)")
+    if i >= 1 and f.lines[i] == f.lines[i - 1]:
+        return f"a copy of line {i} (inserted)"
     if i >= 2 and record["prev"] == line_hash(f.lines[i - 2]):
         return f"it chains to line {i - 1}: line {i} was inserted"
     if record["seq"] == expected:
