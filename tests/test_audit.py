@@ -227,3 +227,11 @@ def test_writer_killed_mid_write_verifies_to_the_last_complete_line(tmp_path: Pa
         assert verdict.torn_tail == f"{path}:{complete + 1}"
     _write(path, 1).close()                                        # the next writer continues the chain
     assert _verify(path).problem is None
+
+
+def test_server_audit_keys(tmp_path: Path) -> None:
+    config = load.loads(TOOLS + b'[server]\naudit = "log/audit.jsonl"\naudit_required = true\naudit_max_bytes = "1MiB"\n',
+                        tmp_path / "tools.toml")
+    assert config.audit == load.Audit(tmp_path.resolve() / "log/audit.jsonl", True, 1024 * 1024)
+    with pytest.raises(load.ConfigError, match="'audit_required' needs 'audit = FILE'"):
+        load.loads(TOOLS + b"[server]\naudit_required = true\n", tmp_path / "tools.toml")

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpwrap.config.content import read_prompts, read_resources, read_spool
-from mcpwrap.config.model import Audit, Config, Problem
+from mcpwrap.config.model import Audit as Audit, Config, Problem
 # Not used here: named for the modules that reach them as `config.load.Tool` (serve/, tasks/) and `config.Toolset`.
 from mcpwrap.config.model import Spool as Spool, Tool as Tool, Toolset as Toolset
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
