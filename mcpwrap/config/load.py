@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpwrap.config.content import read_prompts, read_resources, read_spool
-from mcpwrap.config.model import Config, Problem
+from mcpwrap.config.model import Audit as Audit, Config, Problem
 # Not used here: named for the modules that reach them as `config.load.Tool` (serve/, tasks/) and `config.Toolset`.
 from mcpwrap.config.model import Spool as Spool, Tool as Tool, Toolset as Toolset
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
@@ -33,7 +33,8 @@ from mcpwrap.config.tools import (CONFINEMENT_KEYS, env_inherit, limits_table, r
                                   where_it_runs)
 
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
-SERVER_KEYS = {"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output"} | CONFINEMENT_KEYS
+SERVER_KEYS = ({"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output"} | CONFINEMENT_KEYS
+               | {"audit", "audit_required", "audit_max_bytes"})
 
 
 class ConfigError(Exception):
@@ -152,4 +153,21 @@ def _read_document(r: Reader, doc: dict[str, Any], path: Path, digest: str) -> C
         resources=resources,
         prompts=prompts,
         spool=read_spool(r, doc),
+        audit=_audit(r, server, base_dir),
     )
+
+
+def _audit(r: Reader, server: dict[str, Any], base_dir: Path) -> Audit | None:
+    """`[server] audit = FILE` (relative to the tools file), `audit_required`, `audit_max_bytes`."""
+    key = ("server",)
+    path = r.typed(server, key, "audit", str)
+    required = r.typed(server, key, "audit_required", bool, False)
+    max_bytes = r.converted(server, key, "audit_max_bytes", parse_size, None)
+    if path is None:
+        for name in ("audit_required", "audit_max_bytes"):
+            if name in server:
+                r.problem(key + (name,), f"'{name}' needs 'audit = FILE' (where the audit trail goes)")
+        return None
+    if max_bytes is not None and max_bytes < 4096:
+        r.problem(key + ("audit_max_bytes",), "'audit_max_bytes' must be at least 4KiB (a file holds whole lines)")
+    return Audit(base_dir / path, required, max_bytes)

@@ -76,6 +76,7 @@ class Arg:
     flag: str | None = None            # boolean rendered as this flag when true
     elicit: bool = False               # ask the user when missing
     path: PathRule | None = None
+    secret: bool = False               # its value never reaches the audit log (nor the argv recorded there)
 
     @property
     def env_name(self) -> str:
@@ -144,6 +145,14 @@ class Spool:
 
 
 @dataclass(frozen=True)
+class Audit:
+    """`[server] audit`: where the audit trail goes, and what a failure to write it means."""
+    path: Path                         # absolute (relative to the tools file's directory in the file)
+    required: bool = False             # a call whose `call.start` cannot be written is refused, not run
+    max_bytes: int | None = None       # rotate past this size (FILE -> FILE.1); None: never (logrotate may)
+
+
+@dataclass(frozen=True)
 class Resource:
     """A file (`path`) or a command's output (`tool`, whose arguments are the template's variables)."""
     name: str
@@ -208,6 +217,7 @@ class Config:
     resources: tuple[Resource, ...] = ()
     prompts: tuple[Prompt, ...] = ()
     spool: Spool = field(default_factory=lambda: Spool())
+    audit: Audit | None = None
 
     @cached_property
     def _by_name(self) -> dict[str, Tool]:
