@@ -77,6 +77,8 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("read_only", "--read-only", "Serve only the tools annotated readOnlyHint = true."),
         _opt("only", "--only", "Serve only these tools (comma-separated names; repeatable).", "NAME,...", many=True),
         _opt("exclude", "--exclude", "Do not serve these tools (comma-separated names; repeatable).", "NAME,...", many=True),
+        _opt("audit", "--audit", "Append the audit trail (calls, confirmations, refusals, tasks; hash-chained) to "
+             "FILE, in place of [server] audit; SIGHUP then reopens it (logrotate) instead of stopping.", "FILE"),
         _opt("http", "--http", "Serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1; port 0 picks one) at /mcp "
              "instead of stdio; needs the http extra.", "[HOST:]PORT"),
         _opt("token_file", "--token-file", "With --http: require a bearer token, one of this 0600 file's lines.", "PATH"),

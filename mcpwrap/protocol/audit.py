@@ -20,7 +20,7 @@ from mcpwrap.protocol.argv import ArgumentError, build_argv
 REDACTED = "[redacted]"
 EVENTS = ("call.start", "call.end", "confirm.asked", "confirm.answered", "refused",
           "task.created", "task.cancelled", "task.finished")
-Refusal = Literal["unknown", "denied", "invalid", "limit", "unaudited"]
+Refusal = Literal["unknown", "denied", "invalid", "unanswered", "limit", "unaudited"]
 Record = dict[str, Any]
 
 
@@ -77,10 +77,23 @@ def call_start(caller: Caller, request_id: Any, tool: Tool, arguments: Mapping[s
 
 
 def call_end(caller: Caller, request_id: Any, tool: str, exit_status: int | None, signal: int | None,
-             duration_s: float, bytes_out: int, truncated: bool, is_error: bool) -> Record:
-    """A call's outcome: how its process ended (`signal` when killed), how long, how much output."""
-    return _event("call.end", caller, request_id, tool=tool, exit_status=exit_status, signal=signal,
-                  duration_s=round(duration_s, 6), bytes_out=bytes_out, truncated=truncated, is_error=is_error)
+             duration_s: float, bytes_out: int, truncated: bool, is_error: bool, cancelled: bool = False) -> Record:
+    """A call's outcome: how its process ended (`signal` when killed), how long, how much output;
+    `cancelled` when the client (or the server's shutdown) stopped it."""
+    record = _event("call.end", caller, request_id, tool=tool, exit_status=exit_status, signal=signal,
+                    duration_s=round(duration_s, 6), bytes_out=bytes_out, truncated=truncated, is_error=is_error)
+    if cancelled:
+        record["cancelled"] = True
+    return record
+
+
+def sandbox_words(tool: Tool) -> str | None:
+    """The tool's `sandbox` in a few words for `call.start` (None: it has none)."""
+    box = tool.sandbox
+    if box is None:
+        return None
+    return (f"landlock: read {len(box.read)} path(s), write {len(box.write)}, network "
+            f"{'allowed' if box.network else 'denied'}, {'required' if box.required else 'best effort'}")
 
 
 def confirm_asked(caller: Caller, request_id: Any, tool: Tool, arguments: Mapping[str, Any], question: str) -> Record:
@@ -96,7 +109,8 @@ def confirm_answered(caller: Caller, request_id: Any, tool: str, answer: str) ->
 def refused(caller: Caller, request_id: Any, reason: Refusal, tool: Tool | str, arguments: Mapping[str, Any],
             detail: str) -> Record:
     """Nothing ran: an unknown tool (only the names of its arguments), one `allow` denies, invalid
-    arguments, a limit, or (`unaudited`) a call.start that could not be written."""
+    arguments, a question the user (or client) did not answer (`unanswered`: declined, cancelled,
+    timed out, cannot be asked), a limit, or (`unaudited`) a call.start that could not be written."""
     if isinstance(tool, str):
         return _event("refused", caller, request_id, reason=reason, tool=tool, argument_names=sorted(arguments),
                       detail=detail)

@@ -42,10 +42,12 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import hashlib
 import secrets
 import socket
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +63,7 @@ from mcpwrap.protocol.modern import is_modern
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.session import State
 from mcpwrap.serve.admission import Admission
+from mcpwrap.serve.audit import Auditor
 from mcpwrap.serve.common import (FLUSH_S, Options, SecretSource, file_signature, log, needs_secret, prepare, stderr,
                                   tracing)
 from mcpwrap.serve.driver import Driver, stop_on_signal
@@ -117,13 +120,17 @@ class Hub:
         self.limiters: dict[str, trio.CapacityLimiter] = {}
         self.budget = BatchBudget()       # the batch answers held by every session together
         self.completions = CompletionCache()    # recent `complete` outputs, for every session and POST
+        self.trail = Auditor(config.audit)      # the audit trail every session and POST writes to
         self.root = self.core(config)     # holds the tools as reloaded; answers nobody
         self.nursery: trio.Nursery | None = None
 
     def core(self, config: config_module.Config | None = None,
-             who: identity.Identity = identity.ANONYMOUS) -> Core:
+             who: identity.Identity = identity.ANONYMOUS, session: str | None = None) -> Core:
+        """A core over the current tools; `session`, a legacy session's id (the audit trail names
+        it by a digest: the id itself lets its holder in)."""
+        tag = None if session is None else hashlib.sha256(session.encode()).hexdigest()[:16]
         return Core(config or self.root.config, self.secret, time.time, budget=self.budget,
-                    completions=self.completions, identity=who)
+                    completions=self.completions, identity=who, transport="http", session=tag)
 
     def _session(self, headers: dict[str, str]) -> Session | None:
         """The legacy session the request names, if the credential that opened it sent the request:
@@ -135,7 +142,8 @@ class Hub:
         return session
 
     def driver(self, core: Core, nursery: trio.Nursery, router: Router) -> Driver:
-        return Driver(core, self.options, nursery, router, limiters=self.limiters, admission=self.admission)
+        return Driver(core, self.options, nursery, router, limiters=self.limiters, admission=self.admission,
+                      auditor=self.trail)
 
     # --- the ASGI application -------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: AsgiSend) -> None:
@@ -279,7 +287,8 @@ class Hub:
             nursery.cancel_scope.cancel()
 
     async def _open_session(self, who: identity.Identity) -> Session:
-        session = Session(secrets.token_urlsafe(32), self.core(who=who), Router(), trio.CancelScope())
+        session_id = secrets.token_urlsafe(32)
+        session = Session(session_id, self.core(who=who, session=session_id), Router(), trio.CancelScope())
         assert self.nursery is not None
         session.driver = await self.nursery.start(self._host_session, session)
         self.sessions[session.id] = session
@@ -365,8 +374,6 @@ async def _lifespan(receive: Receive, send: AsgiSend) -> None:
 
 async def serve(config: config_module.Config, options: Options, http: HttpOptions) -> int:
     from hypercorn.config import Config as HypercornConfig   # the CLI said how to install it when it is missing
-    from hypercorn.trio.run import worker_serve
-    from hypercorn.utils import wrap_app
 
     if (problem := exposure_problem(http) or tls_problem(http)) is not None:
         log(f"mcpwrap: {problem}", "error")
@@ -386,6 +393,19 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
             await trio.sleep_forever()
         hub.shutdown()
 
+    async with trio.open_nursery() as writer:
+        writer.start_soon(hub.trail.run)
+        await _serve_hub(hub, settings, config, options, http, signalled, stop)
+        await hub.trail.closed()          # what the calls' ends queued is written first
+    return 0
+
+
+async def _serve_hub(hub: Hub, settings: HypercornConfig, config: config_module.Config, options: Options,
+                     http: HttpOptions, signalled: trio.CancelScope, stop: Callable[[], Awaitable[None]]) -> None:
+    """hypercorn serving `hub` until a stop signal, with the hub's expiry and the tools file's watcher."""
+    from hypercorn.trio.run import worker_serve
+    from hypercorn.utils import wrap_app
+
     async with trio.open_nursery() as nursery:
         hub.nursery = nursery
 
@@ -396,14 +416,13 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
             nursery.cancel_scope.cancel()   # the graceful shutdown is over: end sessions' tasks too
 
         nursery.start_soon(hub.expire)
-        nursery.start_soon(stop_on_signal, signalled)
+        nursery.start_soon(stop_on_signal, signalled, lambda: False, hub.trail)
         if options.watch:
             nursery.start_soon(hub.driver(hub.root, nursery, Router()).watch, config.path,
                                file_signature(config.path))
         binds = await nursery.start(run_server)
         log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path} on "
             f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.gate.tokens else " (no authentication)"))
-    return 0
 
 
 def _listen(settings: HypercornConfig, send_timeout: float) -> Sockets:

@@ -5,8 +5,9 @@
 must be written is not spawned until it is. It returns the line's `seq` or raises `AuditError`
 (a full disk, a file that is not ours...): nothing is dropped silently.
 
-Each append is one `write(2)` on an O_APPEND fd of whole lines, then `fdatasync` (with `fsync`
-False, only the page cache: a crash of the machine, not of the process, may lose the last lines).
+Each append is one `write(2)` on an O_APPEND fd of whole lines, then `fdatasync` when asked (`sync`,
+by default the writer's `fsync`; without it only the page cache holds the line: a crash of the
+machine, not of the process, may lose the last lines).
 The file is created 0600 (`durable.create_private`); an existing one must be ours and writable by
 nobody else (`durable.open_private`). Several processes may share a file (every `serve` of a
 tools file whose `[server] audit` names it): an append holds `flock(LOCK_EX)` on it, and when the
@@ -35,7 +36,7 @@ from typing import Any
 import orjson
 
 from mcpwrap.state import audit_chain as chain
-from mcpwrap.state.durable import create_private, open_private
+from mcpwrap.state.durable import UnsafePathError, create_private, open_private
 
 _CHUNK = 64 * 1024
 
@@ -55,13 +56,16 @@ class AuditLog:
         self._known: tuple[int, int] | None = None      # (inode, size) as this writer left the file
         self._prev, self._seq = chain.GENESIS, -1
 
-    def append(self, record: Mapping[str, Any]) -> int:
-        """Write `record` as the next line; its `seq`. Raises AuditError."""
+    def append(self, record: Mapping[str, Any], *, sync: bool | None = None) -> int:
+        """Write `record` as the next line; its `seq`. Raises AuditError. `sync` (default: the
+        writer's `fsync`) says whether the line is flushed to the disk before this returns."""
         with self._mutex:
             try:
-                return self._append(record)
+                return self._append(record, self.fsync if sync is None else sync)
             except OSError as exc:
                 raise AuditError(f"cannot write the audit trail {self.path}: {exc.strerror or exc}") from exc
+            except UnsafePathError as exc:
+                raise AuditError(f"cannot write the audit trail: {exc}") from exc
 
     def reopen(self) -> None:
         """Let go of the file; the next append opens the path again (logrotate's SIGHUP)."""
@@ -77,7 +81,7 @@ class AuditLog:
             os.close(self._fd)
             self._fd, self._known = None, None
 
-    def _append(self, record: Mapping[str, Any]) -> int:
+    def _append(self, record: Mapping[str, Any], sync: bool) -> int:
         fd = self._locked()
         try:
             st = os.fstat(fd)
@@ -88,7 +92,7 @@ class AuditLog:
                 fd = self._rotate(fd)
                 size = os.fstat(fd).st_size
                 data, after = self._lines(record, size, 0)
-            self._write(fd, (b"\n" if torn else b"") + data, size)
+            self._write(fd, (b"\n" if torn else b"") + data, size, sync)
             self._prev, self._seq = after
             self._known = (os.fstat(fd).st_ino, os.fstat(fd).st_size)
             return self._seq
@@ -141,7 +145,7 @@ class AuditLog:
         self._prev, self._seq = chain.line_hash(complete), seq
         return len(unfinished)
 
-    def _write(self, fd: int, data: bytes, size: int) -> None:
+    def _write(self, fd: int, data: bytes, size: int, sync: bool = True) -> None:
         """All of `data` in one write, synced; a short write is cut off again and raised."""
         try:
             written = os.write(fd, data)
@@ -151,7 +155,7 @@ class AuditLog:
         if written != len(data):
             os.ftruncate(fd, size)
             raise AuditError(f"cannot write the audit trail {self.path}: short write ({written} of {len(data)} bytes)")
-        if self.fsync:
+        if sync:
             os.fdatasync(fd)
 
     def _rotate(self, fd: int) -> int:
