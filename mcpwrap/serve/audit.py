@@ -1,13 +1,13 @@
-"""The server's one audit writer: the records of every driver of a process, appended in order, off
-the event loop.
+"""The server's one audit writer: the records of every driver of a process, appended in order by
+one thread of its own, never on the event loop.
 
 `Auditor.post(record)` queues a record and returns at once; `Auditor.write(record)` queues it and
 waits until it is on the disk (`fdatasync`), or returns why it could not be: a `call.start` when
 the tools file says `audit_required = true`, so that nothing is spawned before its line is written.
-One trio task (`run`, for the server's lifetime) takes what is queued, in order, and appends it
-through `state.audit_log.AuditLog` in a worker thread, all that waits in one hop. Nothing is
-dropped silently: a record that cannot be written is logged to stderr, once for each streak of
-failures (and once when writing works again); when `audit_required`, the call it was for is refused.
+The writer thread takes what is queued, in order, and appends it through `state.audit_log.AuditLog`.
+Nothing is dropped silently: a record that cannot be written is logged to stderr, once for each
+streak of failures (and once when writing works again); when `audit_required`, the call it was
+for is refused. `closed()` (at the server's end) returns once everything queued is written.
 
 The fsync policy (bench/README.md has the figures): only a `call.start` written with `write` (that
 is, when `audit_required`) is flushed to the disk before the spawn; every other line is one
@@ -20,7 +20,10 @@ the records queued after it); `reopen()` is SIGHUP's, for logrotate.
 
 from __future__ import annotations
 
-import math
+import queue
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -29,7 +32,10 @@ from mcpwrap.config.model import Audit
 from mcpwrap.serve.common import log
 from mcpwrap.state.audit_log import AuditError, AuditLog
 
-_Item = tuple[AuditLog, "dict[str, Any] | str", "list[str | None] | None", "trio.Event | None"]   # str: close, reopen
+Done = Callable[["str | None"], None]          # told, in the writer thread, how an awaited record went
+_Item = tuple[AuditLog, "dict[str, Any] | str", "Done | None"]   # str: close, reopen
+_STOP = None
+GROUP_S = 0.005        # how long a record that need not be flushed waits for others to share its write
 
 
 class Auditor:
@@ -38,9 +44,9 @@ class Auditor:
     def __init__(self, audit: Audit | None) -> None:
         self.audit: Audit | None = None
         self.log: AuditLog | None = None
-        self._send, self._receive = trio.open_memory_channel[_Item](math.inf)
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
         self._failing = False
-        self._done = trio.Event()
         self.use(audit)
 
     @property
@@ -52,7 +58,7 @@ class Auditor:
         if audit == self.audit:
             return
         if self.log is not None:
-            self._queue((self.log, "close", None, None))   # closed once what was queued for it is written
+            self._put((self.log, "close", None))    # closed once what was queued for it is written
         self.audit = audit
         self.log = None if audit is None else AuditLog(audit.path, max_bytes=audit.max_bytes, fsync=False)
         if audit is not None:
@@ -62,94 +68,113 @@ class Auditor:
     def reopen(self) -> None:
         """SIGHUP: the next record opens the path again (logrotate moved the file away)."""
         if self.log is not None:
-            self._queue((self.log, "reopen", None, None))
+            self._put((self.log, "reopen", None))
             log(f"mcpwrap: SIGHUP: reopening the audit trail {self.log.path}")
 
     def post(self, record: dict[str, Any]) -> None:
         """Queue `record`; a failure to write it is logged (see the module docstring)."""
         if self.log is not None:
-            self._queue((self.log, record, None, None))
+            self._put((self.log, record, None))
 
     async def write(self, record: dict[str, Any]) -> str | None:
         """Queue `record` and wait until it is written and flushed; why it could not be, else None."""
         if self.log is None:
             return None
         outcome: list[str | None] = []
-        done = trio.Event()
-        self._queue((self.log, record, outcome, done))
+        done, token = trio.Event(), trio.lowlevel.current_trio_token()
+
+        def written(failure: str | None) -> None:
+            outcome.append(failure)
+            token.run_sync_soon(done.set)
+
+        self._put((self.log, record, written))
         with trio.CancelScope(shield=True):      # once queued it is written: the caller learns how it went
             await done.wait()
         return outcome[0]
 
     async def closed(self) -> None:
-        """No more records: return once `run` has written what was queued (and closed the file)."""
+        """No more records: return once the writer has written what was queued (and closed the file)."""
+        if self._thread is None:
+            return
         if self.log is not None:
-            self._queue((self.log, "close", None, None))
-        self._send.close()
+            self._put((self.log, "close", None))
+        self._queue.put(_STOP)
         with trio.CancelScope(shield=True):
-            await self._done.wait()
+            await trio.to_thread.run_sync(self._thread.join)
 
-    def _queue(self, item: _Item) -> None:
+    def _put(self, item: _Item) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="mcpwrap-audit", daemon=True)
+            self._thread.start()
+        self._queue.put(item)
+
+    def _run(self) -> None:
+        """The writer thread, until `closed`: each group (`_group`), its consecutive records for one
+        file in one write, a close or reopen in its turn."""
+        while True:
+            group = self._group()
+            records: list[_Item] = []
+            for item in group:
+                if item is _STOP:
+                    break
+                if records and (item[0] is not records[0][0] or not isinstance(item[1], dict)):
+                    self._commit(records)
+                    records = []
+                if isinstance(item[1], dict):
+                    records.append(item)
+                else:
+                    self._let_go(item[0], item[1] == "close")
+            if records:
+                self._commit(records)
+            if group[-1] is _STOP:
+                return
+
+    def _group(self) -> list[_Item | None]:
+        """The next item, and what else comes within GROUP_S while no record waits to be flushed:
+        a call's `call.start` and `call.end` then take one write (a group commit)."""
+        group = [self._queue.get()]
+        deadline = time.monotonic() + GROUP_S
+        while group[-1] is not _STOP and group[-1][2] is None:       # type: ignore[index]
+            try:
+                remaining = deadline - time.monotonic()
+                group.append(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return group
+
+    def _let_go(self, audit_log: AuditLog, close: bool) -> None:
+        """Close a file no longer served, or let go of it for the next record to reopen (SIGHUP)."""
         try:
-            self._send.send_nowait(item)
-        except trio.ClosedResourceError:         # after `closed`: nothing is left to write it
-            if isinstance(item[1], dict):
-                log(f"mcpwrap: an audit record came after the audit trail was closed: {item[1]}", "error")
-
-    async def run(self) -> None:
-        """Append what is queued until `closed`, a batch at a time in a worker thread."""
-        try:
-            await self._run()
-        finally:
-            self._done.set()
-
-    async def _run(self) -> None:
-        async with self._receive:
-            async for item in self._receive:
-                batch = [item]
-                while True:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                with trio.CancelScope(shield=True):   # what is queued is written, even as the server stops
-                    failures = await trio.to_thread.run_sync(_append_all, batch)
-                for (_, _, outcome, done), failure in zip(batch, failures):
-                    if outcome is not None and done is not None:
-                        outcome.append(failure)
-                        done.set()
-                self._report(failures)
-
-    def _report(self, failures: list[str | None]) -> None:
-        """One stderr line when writing starts failing, one when it works again."""
-        for failure in failures:
-            if failure is not None and not self._failing:
-                self._failing = True
-                consequence = ("calls are refused until it can" if self.required else
-                               "calls run unaudited (audit_required = false)")
-                log(f"mcpwrap: {failure}; {consequence}", "error")
-            elif failure is None and self._failing:
-                self._failing = False
-                log("mcpwrap: the audit trail is written again", "warning")
-
-
-def _append_all(batch: list[_Item]) -> list[str | None]:
-    """In a worker thread: each record appended (a `write` one flushed to the disk), or its log closed;
-    for each, why it failed or None."""
-    failures: list[str | None] = []
-    for audit_log, record, outcome, _ in batch:
-        if isinstance(record, str):
-            if record == "close":
+            if close:
                 audit_log.close()
             else:
                 audit_log.reopen()
-            failures.append(None)
-            continue
+        except OSError as exc:
+            log(f"mcpwrap: cannot close the audit trail {audit_log.path}: {exc}", "warning")
+
+    def _commit(self, items: list[_Item]) -> None:
+        """Records for one file in one write, flushed when one of them is awaited; each waiter told."""
+        audit_log = items[0][0]
         try:
-            audit_log.append(record, sync=outcome is not None)
-            failures.append(None)
+            audit_log.append_many([record for _, record, _ in items if isinstance(record, dict)],
+                                  sync=any(done is not None for _, _, done in items))
+            failure = None
         except AuditError as exc:
-            failures.append(str(exc))
-        except Exception as exc:  # a bug must cost this record (said so), not the writer
-            failures.append(f"cannot write the audit trail {audit_log.path}: {type(exc).__name__}: {exc}")
-    return failures
+            failure = str(exc)
+        except Exception as exc:  # a bug must cost these records (said so), not the writer
+            failure = f"cannot write the audit trail {audit_log.path}: {type(exc).__name__}: {exc}"
+        for _, _, done in items:
+            if done is not None:
+                done(failure)
+        self._report(failure)
+
+    def _report(self, failure: str | None) -> None:
+        """One stderr line when writing starts failing, one when it works again."""
+        if failure is not None and not self._failing:
+            self._failing = True
+            consequence = ("calls are refused until it can" if self.required else
+                           "calls run unaudited (audit_required = false)")
+            log(f"mcpwrap: {failure}; {consequence}", "error")
+        elif failure is None and self._failing:
+            self._failing = False
+            log("mcpwrap: the audit trail is written again", "warning")

@@ -47,7 +47,6 @@ import secrets
 import socket
 import time
 import traceback
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -374,6 +373,8 @@ async def _lifespan(receive: Receive, send: AsgiSend) -> None:
 
 async def serve(config: config_module.Config, options: Options, http: HttpOptions) -> int:
     from hypercorn.config import Config as HypercornConfig   # the CLI said how to install it when it is missing
+    from hypercorn.trio.run import worker_serve
+    from hypercorn.utils import wrap_app
 
     if (problem := exposure_problem(http) or tls_problem(http)) is not None:
         log(f"mcpwrap: {problem}", "error")
@@ -393,19 +394,6 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
             await trio.sleep_forever()
         hub.shutdown()
 
-    async with trio.open_nursery() as writer:
-        writer.start_soon(hub.trail.run)
-        await _serve_hub(hub, settings, config, options, http, signalled, stop)
-        await hub.trail.closed()          # what the calls' ends queued is written first
-    return 0
-
-
-async def _serve_hub(hub: Hub, settings: HypercornConfig, config: config_module.Config, options: Options,
-                     http: HttpOptions, signalled: trio.CancelScope, stop: Callable[[], Awaitable[None]]) -> None:
-    """hypercorn serving `hub` until a stop signal, with the hub's expiry and the tools file's watcher."""
-    from hypercorn.trio.run import worker_serve
-    from hypercorn.utils import wrap_app
-
     async with trio.open_nursery() as nursery:
         hub.nursery = nursery
 
@@ -423,6 +411,8 @@ async def _serve_hub(hub: Hub, settings: HypercornConfig, config: config_module.
         binds = await nursery.start(run_server)
         log(f"mcpwrap: serving {len(config.tools)} tool(s) from {config.path} on "
             f"{' '.join(b + ENDPOINT for b in binds)}" + ("" if hub.gate.tokens else " (no authentication)"))
+    await hub.trail.closed()              # what the calls' ends queued is written before the exit
+    return 0
 
 
 def _listen(settings: HypercornConfig, send_timeout: float) -> Sockets:

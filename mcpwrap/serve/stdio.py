@@ -94,7 +94,6 @@ async def serve(config: config_module.Config, options: Options, front: Front,
     trail = Auditor(core.config.audit)
     async with trio.open_nursery() as outer:
         outer.start_soon(write_out)
-        outer.start_soon(trail.run)
         with serving:
             async with trio.open_nursery() as nursery:
                 driver = Driver(core, options, nursery, outbox, auditor=trail)   # stdio: one driver, stdout its post

@@ -29,7 +29,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,14 @@ class AuditLog:
     def append(self, record: Mapping[str, Any], *, sync: bool | None = None) -> int:
         """Write `record` as the next line; its `seq`. Raises AuditError. `sync` (default: the
         writer's `fsync`) says whether the line is flushed to the disk before this returns."""
+        return self.append_many([record], sync=sync)
+
+    def append_many(self, records: Sequence[Mapping[str, Any]], *, sync: bool | None = None) -> int:
+        """Write `records` as the next lines, in one write (a group commit); the last one's `seq`.
+        Raises AuditError: then none of them is written."""
         with self._mutex:
             try:
-                return self._append(record, self.fsync if sync is None else sync)
+                return self._append(records, self.fsync if sync is None else sync)
             except OSError as exc:
                 raise AuditError(f"cannot write the audit trail {self.path}: {exc.strerror or exc}") from exc
             except UnsafePathError as exc:
@@ -81,17 +86,17 @@ class AuditLog:
             os.close(self._fd)
             self._fd, self._known = None, None
 
-    def _append(self, record: Mapping[str, Any], sync: bool) -> int:
+    def _append(self, records: Sequence[Mapping[str, Any]], sync: bool) -> int:
         fd = self._locked()
         try:
             st = os.fstat(fd)
             size = st.st_size
             torn = self._continue(fd, size) if size and self._known != (st.st_ino, size) else 0
-            data, after = self._lines(record, size, torn)
+            data, after = self._lines(records, size, torn)
             if self.max_bytes is not None and size and not torn and size + len(data) > self.max_bytes:
                 fd = self._rotate(fd)
                 size = os.fstat(fd).st_size
-                data, after = self._lines(record, size, 0)
+                data, after = self._lines(records, size, 0)
             self._write(fd, (b"\n" if torn else b"") + data, size, sync)
             self._prev, self._seq = after
             self._known = (os.fstat(fd).st_ino, os.fstat(fd).st_size)
@@ -99,12 +104,12 @@ class AuditLog:
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _lines(self, record: Mapping[str, Any], size: int, torn: int) -> tuple[bytes, tuple[str, int]]:
-        """The record's line, after the header an empty file needs and the `audit.torn` line an
+    def _lines(self, records: Sequence[Mapping[str, Any]], size: int, torn: int) -> tuple[bytes, tuple[str, int]]:
+        """The records' lines, after the header an empty file needs and the `audit.torn` line an
         unfinished one does; and the chain's (hash, seq) once they are written."""
         prev, seq, now = self._prev, self._seq, self.clock()
         lines = []
-        for line_record in ([chain.header()] if size == 0 else []) + ([chain.torn(torn)] if torn else []) + [record]:
+        for line_record in ([chain.header()] if size == 0 else []) + ([chain.torn(torn)] if torn else []) + [*records]:
             seq += 1
             line = chain.encode(line_record, seq, prev, now)
             prev = chain.line_hash(line)
