@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +45,7 @@ class Auditor:
         self.log: AuditLog | None = None
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._urgent = threading.Event()          # cuts the group commit's wait short
         self._failing = False
         self.use(audit)
 
@@ -88,6 +88,7 @@ class Auditor:
             token.run_sync_soon(done.set)
 
         self._put((self.log, record, written))
+        self._urgent.set()
         with trio.CancelScope(shield=True):      # once queued it is written: the caller learns how it went
             await done.wait()
         return outcome[0]
@@ -99,6 +100,7 @@ class Auditor:
         if self.log is not None:
             self._put((self.log, "close", None))
         self._queue.put(_STOP)
+        self._urgent.set()
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(self._thread.join)
 
@@ -130,14 +132,16 @@ class Auditor:
                 return
 
     def _group(self) -> list[_Item | None]:
-        """The next item, and what else comes within GROUP_S while no record waits to be flushed:
-        a call's `call.start` and `call.end` then take one write (a group commit)."""
+        """The next item, and what else is queued GROUP_S later (sooner when a record waits to be
+        flushed, or the server ends): a call's `call.start` and `call.end` then share one write,
+        and the server's loop wakes this thread once a call, not once a record (a group commit)."""
         group = [self._queue.get()]
-        deadline = time.monotonic() + GROUP_S
-        while group[-1] is not _STOP and group[-1][2] is None:       # type: ignore[index]
+        if group[0] is not _STOP and group[0][2] is None:
+            self._urgent.wait(GROUP_S)
+        self._urgent.clear()
+        while group[-1] is not _STOP:
             try:
-                remaining = deadline - time.monotonic()
-                group.append(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
+                group.append(self._queue.get_nowait())
             except queue.Empty:
                 break
         return group
