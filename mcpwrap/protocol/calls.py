@@ -128,7 +128,10 @@ def once_refused(core: ServerState, ctx: Context, spent: bool | OSError) -> list
     else:
         error = ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
     answer = [core.error_reply(ctx, error)] if core.settled(ctx) else []
-    return [*answer, Stderr(f"mcpwrap: request {ctx.id!r} rejected: {error.diagnostic}", "warning")]
+    given = ctx.params.get("arguments")
+    return [*answer, Stderr(f"mcpwrap: request {ctx.id!r} rejected: {error.diagnostic}", "warning"),
+            *core.audited(ctx, audit.refused, "invalid", str(ctx.params.get("name")),
+                          given if isinstance(given, dict) else {}, f"{error.message}: {error.diagnostic}")]
 
 
 def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:
