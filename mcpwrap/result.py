@@ -60,6 +60,7 @@ class ToolResult:
     timed_out: bool = False
     stderr_tail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    bytes_out: int = 0                    # what the command wrote to stdout, kept or not (the audit trail's)
 
     @property
     def text(self) -> str:

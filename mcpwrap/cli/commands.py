@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from mcpwrap.cli import call, client_config, content, files, secret, serve, tasks
+from mcpwrap.cli import audit, call, client_config, content, files, secret, serve, tasks
 
 REQUIRED: Any = ...
 
@@ -62,7 +62,8 @@ GROUPS = {(): "Serve a TOML file of shell commands as an MCP server, on stdio or
           ("secret",): "The shared secret that signs requestState (modern confirmations) and task records.",
           ("tasks",): "List, show, fetch, cancel and collect durable tasks. Exit status: 0 ok; 1 the task failed, "
                       "was cancelled or its tool reported an error; 2 usage or unknown task id; 4 the task is "
-                      "still running (`result` without --wait)."}
+                      "still running (`result` without --wait).",
+          ("audit",): "Check and read the audit trail (serve --audit, [server] audit)."}
 COMMANDS: dict[tuple[str, ...], Command] = {
     ("serve",): Command("Run the MCP server: on stdio (MCP messages on stdout, logs on stderr), or over Streamable HTTP with --http.", serve.serve, (
         FILE_OR_TOOL, *INLINE,
@@ -76,6 +77,8 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         _opt("read_only", "--read-only", "Serve only the tools annotated readOnlyHint = true."),
         _opt("only", "--only", "Serve only these tools (comma-separated names; repeatable).", "NAME,...", many=True),
         _opt("exclude", "--exclude", "Do not serve these tools (comma-separated names; repeatable).", "NAME,...", many=True),
+        _opt("audit", "--audit", "Append the audit trail (calls, confirmations, refusals, tasks; hash-chained) to "
+             "FILE, in place of [server] audit; SIGHUP then reopens it (logrotate) instead of stopping.", "FILE"),
         _opt("http", "--http", "Serve Streamable HTTP on [HOST:]PORT (host default 127.0.0.1; port 0 picks one) at /mcp "
              "instead of stdio; needs the http extra.", "[HOST:]PORT"),
         _opt("token_file", "--token-file", "With --http: require a bearer token, one of this 0600 file's lines.", "PATH"),
@@ -155,6 +158,12 @@ COMMANDS: dict[tuple[str, ...], Command] = {
     ("tasks", "cancel"): Command("Cancel a running task (its command's process group is killed); exit 1 if it had finished.",
                                  tasks.tasks_cancel, (*WHERE, STATE_DIR, AS_JSON), loose=True),
     ("tasks", "gc"): Command("Remove expired tasks (their ttl has passed) and stale leftovers.", tasks.tasks_gc, (_file(), STATE_DIR, AS_JSON)),
+    ("audit", "verify"): Command("Check the hash chain of an audit file and its rotated predecessors (FILE.N ... FILE.1); "
+                                 "exit 1 naming the first line that fails, 5 when only the last line is unfinished.",
+                                 audit.audit_verify, (_file("The audit file."),)),
+    ("audit", "tail"): Command("Print the last lines of an audit file, one event a line: time, identity, event, tool, outcome.",
+                               audit.audit_tail, (_file("The audit file."), _opt("lines", "-n --lines", "How many lines.", "N", default="10"),
+                                                  _opt("follow", "--follow -f", "Keep printing lines as they are appended."))),
 }
 TOP_OPTIONS = (("--version", "Print the version and exit."),
                ("--install-completion", "Install completion for the current shell."),

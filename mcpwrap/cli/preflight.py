@@ -7,7 +7,8 @@ refuse to start instead, with exit status 3, the path, what is wrong with it and
 rules, `serve.http_gate.TokenFile`); `--certfile` and `--keyfile` readable files that make a TLS
 context; `--secret-file` (or MCPWRAP_SECRET_FILE) a regular file, or a path where one can be
 created; `--state-dir` (or MCPWRAP_STATE_DIR) a directory this user can write, or one that can
-be created. The tools file has its own (`config.load`, FILE:1:1). Only stat-level checks run for
+be created; the audit trail (`--audit`, `[server] audit`) a private file this user can append to,
+or one it can create. The tools file has its own (`config.load`, FILE:1:1). Only stat-level checks run for
 stdio, so the way to the first answer imports nothing more.
 """
 
@@ -68,6 +69,20 @@ def secret_file(path: Path, option: str) -> None:
         readable_file(path, option, fix)
     elif (why := _creatable(path)) is not None:
         fail(f"{option} {path}: cannot be created ({why}); {fix}", EXIT_CONFIG)
+
+
+def audit_file(path: Path, option: str) -> None:
+    """Refuse an audit trail that cannot be opened for appending (created 0600 if need be), or that
+    is not ours and private (`state.durable.open_private`)."""
+    from mcpwrap.state.durable import UnsafePathError, open_private
+
+    fix = "give a file this user can append to (it is created 0600), in a directory that exists"
+    try:
+        os.close(open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT))
+    except OSError as exc:
+        fail(f"{option} {path}: {exc.strerror.lower() if exc.strerror else exc}; {fix}", EXIT_CONFIG)
+    except UnsafePathError as exc:
+        fail(f"{option} {exc}", EXIT_CONFIG)
 
 
 def token_file(path: Path, option: str = "--token-file") -> list[bytes]:

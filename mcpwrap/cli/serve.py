@@ -26,7 +26,7 @@ def serve(file: str | None, inline: list[str], describe: list[str], print_toml: 
           exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
           insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None,
           body_timeout: str | None, send_timeout: str | None, oauth_issuer: str | None = None,
-          resource_uri: str | None = None, oauth_scope: list[str] | None = None) -> NoReturn:
+          resource_uri: str | None = None, oauth_scope: list[str] | None = None, audit: str | None = None) -> NoReturn:
     """The `serve` command line: the HTTP options checked together, then `serve_command`."""
     from mcpwrap.config.model import OAuthSettings, Toolset
 
@@ -56,7 +56,7 @@ def serve(file: str | None, inline: list[str], describe: list[str], print_toml: 
         preflight.http_files(remote)
     raise SystemExit(serve_command(Path(file) if file else None, state_dir, secret_file, log_level, watch,
                                    max_calls, max_tasks, inline, Toolset(read_only, names(only), names(exclude)), remote,
-                                   describe))
+                                   describe, Path(audit).absolute() if audit else None))
 
 
 def _need_hypercorn() -> None:
@@ -79,7 +79,7 @@ def install_hint() -> str:
 def serve_command(file: Path | None, state_dir: str | None, secret_file: str | None, log_level: str | None,
                   watch: bool, max_calls: str | None = None, max_tasks: str | None = None,
                   tools: list[str] | None = None, toolset: Any = None, remote: Any = None,
-                  describe: list[str] | None = None) -> int:
+                  describe: list[str] | None = None, audit: Path | None = None) -> int:
     """Serve `file` (or the inline `tools`) on stdio, or over HTTP with `remote`; the exit status."""
     gc.disable()        # until `common.prepare` freezes them: the imports, the tools file and the core live as long
     from mcpwrap.config.model import Toolset
@@ -96,14 +96,16 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
     options = common.Options(
         secret_file=secret_path(secret_file),
         state_dir=state, watch=watch and file is not None, log_level=level, max_calls=calls, max_tasks=running_tasks,
-        toolset=toolset)
+        toolset=toolset, audit=audit)
 
     config = tools_config(file, tools or [], describe or [], state / "validated")
     if unknown := toolset.unknown(config):
         raise UsageError(f"--only/--exclude name tools {config.path} does not define: {', '.join(unknown)}")
-    config = toolset.apply(config)
+    config = options.applied(config)
     if not config.tools and (toolset.read_only or toolset.only):
         fail("--read-only/--only leave no tool to serve", EXIT_USAGE)
+    if config.audit is not None:
+        preflight.audit_file(config.audit.path, "--audit" if audit else "[server] audit")
     _warn_of_this_machine(config)
     if sys.stdin.isatty() and remote is None:
         note(f"serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "

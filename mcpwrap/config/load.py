@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mcpwrap.config.content import read_prompts, read_resources, read_spool
-from mcpwrap.config.model import Config, OAuthSettings, Problem
+from mcpwrap.config.model import Audit as Audit, Config, OAuthSettings, Problem
 # Not used here: named for the modules that reach them as `config.load.Tool` (serve/, tasks/) and `config.Toolset`.
 from mcpwrap.config.model import Spool as Spool, Tool as Tool, Toolset as Toolset
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
@@ -33,8 +33,9 @@ from mcpwrap.config.tools import (CONFINEMENT_KEYS, env_inherit, limits_table, r
                                   where_it_runs)
 
 MAX_FILE_BYTES = 32 * 1024 * 1024        # a tools file past this is refused unread (a log linked by mistake)
-SERVER_KEYS = {"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output", "allow",
-               "oauth_issuer", "resource_uri", "oauth_scopes"} | CONFINEMENT_KEYS
+SERVER_KEYS = ({"name", "version", "title", "instructions", "cwd", "env", "timeout", "max_output", "allow",
+                "oauth_issuer", "resource_uri", "oauth_scopes", "audit", "audit_required", "audit_max_bytes"}
+               | CONFINEMENT_KEYS)
 
 
 class ConfigError(Exception):
@@ -155,6 +156,7 @@ def _read_document(r: Reader, doc: dict[str, Any], path: Path, digest: str) -> C
         prompts=prompts,
         spool=read_spool(r, doc),
         oauth=_read_oauth(r, server),
+        audit=_read_audit(r, server, base_dir),
     )
 
 
@@ -171,3 +173,19 @@ def _read_oauth(r: Reader, server: dict[str, Any]) -> OAuthSettings | None:
                 r.problem(key + (name,), f"'{name}' goes with 'oauth_issuer' (the authorization server)")
         return None
     return OAuthSettings(issuer, resource, tuple(s for s in scopes if isinstance(s, str)))
+
+
+def _read_audit(r: Reader, server: dict[str, Any], base_dir: Path) -> Audit | None:
+    """`[server] audit = FILE` (relative to the tools file), `audit_required`, `audit_max_bytes`."""
+    key = ("server",)
+    path = r.typed(server, key, "audit", str)
+    required = r.typed(server, key, "audit_required", bool, False)
+    max_bytes = r.converted(server, key, "audit_max_bytes", parse_size, None)
+    if path is None:
+        for name in ("audit_required", "audit_max_bytes"):
+            if name in server:
+                r.problem(key + (name,), f"'{name}' needs 'audit = FILE' (where the audit trail goes)")
+        return None
+    if max_bytes is not None and max_bytes < 4096:
+        r.problem(key + ("audit_max_bytes",), "'audit_max_bytes' must be at least 4KiB (a file holds whole lines)")
+    return Audit(base_dir / path, required, max_bytes)

@@ -76,6 +76,7 @@ class Arg:
     flag: str | None = None            # boolean rendered as this flag when true
     elicit: bool = False               # ask the user when missing
     path: PathRule | None = None
+    secret: bool = False               # its value never reaches the audit log (nor the argv recorded there)
 
     @property
     def env_name(self) -> str:
@@ -142,6 +143,14 @@ class Spool:
     """Where output beyond max_output is kept: a disk quota per tools file (0: not kept) and a lifetime."""
     quota: int = 256 * 1024 * 1024
     ttl_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Audit:
+    """`[server] audit`: where the audit trail goes, and what a failure to write it means."""
+    path: Path                         # absolute (relative to the tools file's directory in the file)
+    required: bool = False             # a call whose `call.start` cannot be written is refused, not run
+    max_bytes: int | None = None       # rotate past this size (FILE -> FILE.1); None: never (logrotate may)
 
 
 @dataclass(frozen=True)
@@ -220,6 +229,7 @@ class Config:
     prompts: tuple[Prompt, ...] = ()
     spool: Spool = field(default_factory=lambda: Spool())
     oauth: OAuthSettings | None = None
+    audit: Audit | None = None
 
     @cached_property
     def restricted(self) -> bool:

@@ -26,7 +26,7 @@ TASK_MODES = ("never", "optional", "always")
 ANNOTATION_KEYS = {"title": str, "readOnlyHint": bool, "destructiveHint": bool,
                    "idempotentHint": bool, "openWorldHint": bool}
 # Keys of an args.NAME table that belong to mcpwrap, not to JSON Schema.
-ARG_OWN_KEYS = {"flag", "elicit", "optional", "within", "must_exist", "kind"}
+ARG_OWN_KEYS = {"flag", "elicit", "optional", "within", "must_exist", "kind", "secret"}
 PATH_RULE_KEYS = {"within", "must_exist", "kind"}   # any of them makes the argument a path (see _path_rule)
 # The JSON Schema 2020-12 keywords an args.NAME table may use at its top level (nested
 # schemas are JSON Schema proper, left to the meta-schema). JSON Schema ignores unknown
@@ -340,7 +340,8 @@ def read_args(r: Reader, t: dict[str, Any], key: tuple[str, ...], cwd: Path) -> 
             r.problem(akey + ("enumNames",), "'enumNames' needs an enum, and one string title per enum value")
         args.append(_made(Arg, name=name, schema=schema, required=not optional and "default" not in schema,
                           flag=flag, elicit=r.typed(fragment, akey, "elicit", bool, False),
-                          path=_path_rule(r, fragment, akey, schema, cwd)))
+                          path=_path_rule(r, fragment, akey, schema, cwd),
+                          secret=r.typed(fragment, akey, "secret", bool, False)))
     return args
 
 

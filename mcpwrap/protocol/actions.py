@@ -2,7 +2,7 @@
 
 Pure data: each action is a frozen dataclass the driver performs (`Send` a message, log a line, resolve
 a call's path arguments, start or cancel a call, a timer, a task-store operation, a resource read, a
-prompt, a completion) and whose outcome it reports back through the matching `Core` method.
+prompt, a completion, an audit record) and whose outcome it reports back through the matching `Core` method.
 """
 
 from __future__ import annotations
@@ -143,10 +143,18 @@ class Complete:
 
 
 @dataclass(frozen=True)
+class Audit:
+    """Append this record (`protocol.audit`'s constructors) to the audit trail: a decision of the
+    core's (a refusal, a confirmation asked or answered, a task created, cancelled or seen ended).
+    Emitted only when the tools file (or `serve --audit`) has an audit trail."""
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class StopComplete:
     """Every request waiting on this run was cancelled: stop its command."""
     run: int
 
 
 Action: TypeAlias = (Send | ResolvePaths | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp
-                     | ReadResource | GetPrompt | Complete | StopComplete)
+                     | ReadResource | GetPrompt | Complete | StopComplete | Audit)

@@ -239,8 +239,10 @@ def _differs(claims: Mapping[str, Any], request: CallRequest, config: Config) ->
 
 
 def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.Keys, now: float,
-           as_task: bool) -> Pending | ToolResult:
-    """A modern retry: verify requestState, then fold in the answer to the question it names.
+           as_task: bool) -> tuple[Pending, str | None, Mapping[str, Any] | None]:
+    """A modern retry: verify requestState; the call as the state left it, the question the state
+    names and the answer given to it (None: not answered yet, so the same question is asked again),
+    for `apply_answer`.
 
     Answers without a requestState answer no question of ours: the call starts afresh, so what it
     needs is asked again (SEP-2322: a new input_required rather than an error), nothing taken on trust."""
@@ -248,7 +250,7 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.
     if not isinstance(responses, dict):
         raise ProtocolError(-32602, "inputResponses must be an object")
     if state is None:
-        return Pending(ctx, request.tool, dict(request.arguments), as_task=as_task, original=request.arguments)
+        return Pending(ctx, request.tool, dict(request.arguments), as_task=as_task, original=request.arguments), None, None
     if not isinstance(state, str):
         raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState is not a string")
     try:
@@ -263,9 +265,8 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.
     pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
                       as_task=as_task, round=claims["r"], original=request.arguments,
                       state=Once(unsealed.nonce, unsealed.expires_at))
-    answer = responses.get(claims.get("q"))
-    if answer is None:
-        return pending                    # not answered yet: the same question is asked again
-    if not isinstance(answer, dict):
-        raise ProtocolError(-32602, f"inputResponses.{claims.get('q')} must be an elicitation result object")
-    return apply_answer(pending, claims.get("q"), answer)
+    key = claims.get("q")
+    answer = responses.get(key)
+    if answer is not None and not isinstance(answer, dict):
+        raise ProtocolError(-32602, f"inputResponses.{key} must be an elicitation result object")
+    return pending, key if isinstance(key, str) else None, answer

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcpwrap.config.model import Tool
-from mcpwrap.protocol import asking, jsonrpc, modern, tasking
+from mcpwrap.protocol import asking, audit, jsonrpc, modern, tasking
 from mcpwrap.protocol.actions import (Action, CancelTimer, Context, ResolvePaths, Send, StartCall, StartTimer, Stderr,
                                       TaskOp)
 from mcpwrap.protocol.jsonrpc import Response
@@ -30,17 +30,45 @@ ELICIT_TIMEOUT_S = 600.0
 
 
 def call(core: ServerState, ctx: Context) -> list[Action]:
-    """The handler of tools/call: a fresh call, or a modern retry carrying the user's answers."""
+    """The handler of tools/call: a fresh call, or a modern retry carrying the user's answers. With an
+    audit trail, a call refused with an error is recorded (`refused`: unknown, or invalid)."""
+    try:
+        return _call(core, ctx)
+    except ProtocolError as error:
+        if core.config.audit is None:
+            raise
+        name = ctx.params.get("name")
+        tool = core.config.tool(name) if isinstance(name, str) else None
+        given = ctx.params.get("arguments")
+        return [*core.refusal(ctx.id, error, ctx.rev),
+                *core.audited(ctx, audit.refused, "invalid" if tool else "unknown", tool or str(name),
+                              given if isinstance(given, dict) else {}, error.message)]
+
+
+def _call(core: ServerState, ctx: Context) -> list[Action]:
     request = parse_call(core.config, ctx.params)
     as_task = task_decision(ctx, request.tool)
+    actions: list[Action] = []
     if ctx.modern and ("requestState" in ctx.params or "inputResponses" in ctx.params):
-        outcome = asking.resume(ctx, request, core.config, core.keyring_source(), core.clock(), as_task)
+        pending, key, answer = asking.resume(ctx, request, core.config, core.keyring_source(), core.clock(), as_task)
+        outcome: asking.Pending | ToolResult = pending
+        if answer is not None:
+            actions = _answer_audit(core, pending, key, answer)
+            outcome = asking.apply_answer(pending, key, answer)
     else:
         outcome = asking.Pending(ctx, request.tool, dict(request.arguments), as_task=as_task,
                                  original=request.arguments)
     if not isinstance(outcome, asking.Pending):      # refused (a ToolResult)
-        return [_refused(core, ctx, outcome, as_task)]
-    return _advance(core, outcome)
+        return actions + _refused(core, ctx, request.tool, outcome, as_task, "unanswered")
+    return actions + _advance(core, outcome)
+
+
+def _answer_audit(core: ServerState, pending: asking.Pending, key: str | None, answer: object) -> list[Action]:
+    """`confirm.answered` when the answer is to the confirmation (accept, decline or cancel)."""
+    if key != "confirm":
+        return []
+    action = answer.get("action") if isinstance(answer, dict) else None
+    return core.audited(pending.ctx, audit.confirm_answered, pending.tool.name, str(action))
 
 
 def task_decision(ctx: Context, tool: Tool) -> bool:
@@ -72,7 +100,7 @@ def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
     if isinstance(step, asking.Question):
         return _ask(core, pending, step)
     if isinstance(step, ToolResult):                # refused
-        return [_refused(core, ctx, step, pending.as_task)]
+        return _refused(core, ctx, pending.tool, step, pending.as_task, "invalid")
     core.inflight[ctx.id] = ctx
     if isinstance(step, asking.Resolve):
         core.resolving[ctx.id] = pending
@@ -100,7 +128,10 @@ def once_refused(core: ServerState, ctx: Context, spent: bool | OSError) -> list
     else:
         error = ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState already used")
     answer = [core.error_reply(ctx, error)] if core.settled(ctx) else []
-    return [*answer, Stderr(f"mcpwrap: request {ctx.id!r} rejected: {error.diagnostic}", "warning")]
+    given = ctx.params.get("arguments")
+    return [*answer, Stderr(f"mcpwrap: request {ctx.id!r} rejected: {error.diagnostic}", "warning"),
+            *core.audited(ctx, audit.refused, "invalid", str(ctx.params.get("name")),
+                          given if isinstance(given, dict) else {}, f"{error.message}: {error.diagnostic}")]
 
 
 def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:
@@ -112,22 +143,31 @@ def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) 
                                 {"requiredCapabilities": {"elicitation": {}}})
         state = asking.seal_state(pending, question, core.config, core.keyring_source(), core.clock())
         result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
-        return [Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "input_required")), (ctx.id,))]
+        return [*_asked_audit(core, pending, question),
+                Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "input_required")), (ctx.id,))]
     if not (ctx.rev.has("elicitation.server_request") and asking.can_ask(ctx.capabilities)):
-        return [_refused(core, ctx, error_result(
+        return _refused(core, ctx, pending.tool, error_result(
             f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "
-            "client cannot be asked (it declared no elicitation capability); nothing ran"), pending.as_task)]
+            "client cannot be asked (it declared no elicitation capability); nothing ran"), pending.as_task, "unanswered")
     if not question.fits(ctx.rev):
-        return [_refused(core, ctx, error_result(
+        return _refused(core, ctx, pending.tool, error_result(
             f"tool '{pending.tool.name}' needs {question.purpose} from the user, and a list of choices cannot "
             f"be asked for in protocol revision {ctx.rev.version} (multi-select forms came in 2025-11-25); "
-            "nothing ran"), pending.as_task)]
+            "nothing ran"), pending.as_task, "unanswered")
     ask_id = next(core.ask_ids)
     core.asks[ask_id] = replace(pending, question=question)
     core.inflight[ctx.id] = ctx
     request = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
                "params": question.request(ctx.rev)["params"]}
-    return [*core.to_client(ctx, ("ask", ask_id), request), StartTimer(ask_id, ELICIT_TIMEOUT_S)]
+    return [*_asked_audit(core, pending, question), *core.to_client(ctx, ("ask", ask_id), request),
+            StartTimer(ask_id, ELICIT_TIMEOUT_S)]
+
+
+def _asked_audit(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:
+    """`confirm.asked` when the question is the confirmation."""
+    if question.key != "confirm":
+        return []
+    return core.audited(pending.ctx, audit.confirm_asked, pending.tool, pending.arguments, question.message)
 
 
 def answered(core: ServerState, response: Response) -> list[Action]:
@@ -137,13 +177,15 @@ def answered(core: ServerState, response: Response) -> list[Action]:
     if pending is None:
         return []
     core.inflight.pop(pending.ctx.id, None)
+    question = pending.question.key if pending.question else None
     if response.error is not None:
         outcome: asking.Pending | ToolResult = error_result(
             f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
+        audited = _answer_audit(core, pending, question, {"action": "error"})
     else:
-        outcome = asking.apply_answer(pending, pending.question.key if pending.question else None,
-                                      response.result or {})
-    return [CancelTimer(key), *_carry_on(core, pending, outcome)]
+        outcome = asking.apply_answer(pending, question, response.result or {})
+        audited = _answer_audit(core, pending, question, response.result or {})
+    return [CancelTimer(key), *audited, *_carry_on(core, pending, outcome)]
 
 
 def timed_out(core: ServerState, key: str) -> list[Action]:
@@ -160,15 +202,18 @@ def _carry_on(core: ServerState, pending: asking.Pending, outcome: asking.Pendin
     ctx = pending.ctx
     try:
         if isinstance(outcome, ToolResult):
-            return [_refused(core, ctx, outcome, pending.as_task)]
+            return _refused(core, ctx, pending.tool, outcome, pending.as_task, "unanswered")
         return _advance(core, outcome)
     except ProtocolError as error:
-        return [core.error_reply(ctx, error)]
+        return [core.error_reply(ctx, error),
+                *core.audited(ctx, audit.refused, "invalid", pending.tool, pending.arguments, error.message)]
 
 
-def _refused(core: ServerState, ctx: Context, result: ToolResult, as_task: bool) -> Send:
-    """A call that ends before anything ran. A 2025-11-25 task-augmented request
-    expects a task or an error, never a plain tool result, so it gets the error."""
+def _refused(core: ServerState, ctx: Context, tool: Tool, result: ToolResult, as_task: bool,
+             reason: audit.Refusal) -> list[Action]:
+    """A call that ends before anything ran (and its `refused` audit record). A 2025-11-25
+    task-augmented request expects a task or an error, never a plain tool result, so it gets the error."""
+    audited = core.audited(ctx, audit.refused, reason, tool, ctx.params.get("arguments") or {}, result.text)
     if as_task and ctx.rev.has("tasks.core"):
-        return core.error_reply(ctx, ProtocolError(-32602, result.text))
-    return core.reply(ctx, render_result(result, ctx.rev))
+        return [core.error_reply(ctx, ProtocolError(-32602, result.text)), *audited]
+    return [core.reply(ctx, render_result(result, ctx.rev)), *audited]

@@ -170,10 +170,7 @@ class Core(ServerState):
             self._served(ctx)
             actions = HANDLERS[ctx.method](self, ctx)
         except ProtocolError as error:
-            rev = MODERN if is_modern else self.session.rev
-            actions = [Send(self.error_message(request.id, error, rev), (request.id,))]
-            if error.diagnostic:
-                actions.append(Stderr(f"mcpwrap: request {request.id!r} rejected: {error.diagnostic}", "warning"))
+            actions = self.refusal(request.id, error, MODERN if is_modern else self.session.rev)
         return actions
 
     def _modern_context(self, request: Request) -> Context:

@@ -49,6 +49,16 @@ LOCAL_USER = Identity(local=True)
 ANONYMOUS = Identity(LOCAL, identified=False)
 
 
+def label(who: Identity) -> str:
+    """How the audit trail names an identity: `token:NAME` or `user:SUBJECT` (the name a person gave
+    it), "local" for the user who owns the process, else its principal (an unnamed token's digest)."""
+    if who.name is not None:
+        return f"token:{who.name}"
+    if who.subject is not None:
+        return f"user:{who.subject}"
+    return "local" if who.local else who.principal
+
+
 def bearer(token: bytes, name: str | None = None) -> Identity:
     """The identity of a bearer token (a line of the token file, `name` if the line has one):
     its principal is 128 bits of the token's SHA-256 (domain-separated)."""

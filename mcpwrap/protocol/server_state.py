@@ -24,8 +24,8 @@ import orjson
 
 from mcpwrap.config.model import Config
 from mcpwrap.protocol import access, jsonrpc, modern
-from mcpwrap.protocol.actions import Action, Context, Send, Stderr
-from mcpwrap.protocol.identity import LOCAL_USER, Identity
+from mcpwrap.protocol.actions import Action, Audit, Context, Send, Stderr
+from mcpwrap.protocol.identity import LOCAL_USER, Identity, label
 from mcpwrap.protocol.jsonrpc import RequestId
 from mcpwrap.protocol.revisions import TASKS_EXTENSION, Revision
 from mcpwrap.protocol.session import HOLDS, Held, LegacySession
@@ -33,6 +33,7 @@ from mcpwrap.protocol.tools import ProtocolError
 
 if TYPE_CHECKING:
     from mcpwrap.protocol import asking
+    from mcpwrap.protocol.audit import Caller, Record
     from mcpwrap.protocol.prompts import CompletionCache, CompletionKey
     from mcpwrap.protocol.sealing import Keys
 
@@ -90,9 +91,10 @@ class ServerState:
     def __init__(self, config: Config, keyring_source: Callable[[], Keys],
                  clock: Callable[[], float], page_size: int = 500,
                  budget: BatchBudget | None = None, completions: CompletionCache | None = None,
-                 identity: Identity = LOCAL_USER) -> None:
+                 identity: Identity = LOCAL_USER, transport: str = "stdio", session: str | None = None) -> None:
         self.identity = identity          # of every request this core receives (a session's, a POST's, stdio's)
         self.config = config
+        self.transport, self.session_tag = transport, session    # as the audit trail names them
         self.budget = budget or BatchBudget()
         self._completions = completions        # shared by a server's cores; made when first needed
         self.completing: dict[CompletionKey, CompletionRun] = {}
@@ -175,6 +177,26 @@ class ServerState:
 
     def error_reply(self, ctx: Context, error: ProtocolError) -> Send:
         return Send(self.error_message(ctx.id, error, ctx.rev), (ctx.id,))
+
+    def refusal(self, request_id: RequestId, error: ProtocolError, rev: Revision) -> list[Action]:
+        """A request refused with `error`: its answer, and the diagnostic (if any) for stderr."""
+        actions: list[Action] = [Send(self.error_message(request_id, error, rev), (request_id,))]
+        if error.diagnostic:
+            actions.append(Stderr(f"mcpwrap: request {request_id!r} rejected: {error.diagnostic}", "warning"))
+        return actions
+
+    # --- the audit trail ------------------------------------------------------------------
+    def caller(self, ctx: Context) -> Caller:
+        """Who sent `ctx`, over what, as the audit trail records it."""
+        from mcpwrap.protocol.audit import Caller
+
+        return Caller(label(self.identity), self.transport, self.session_tag)
+
+    def audited(self, ctx: Context, event: Callable[..., Record], *fields: Any) -> list[Action]:
+        """`event(caller, request id, *fields)` as an `Audit` action, when there is an audit trail."""
+        if self.config.audit is None:
+            return []
+        return [Audit(event(self.caller(ctx), ctx.id, *fields))]
 
     def settled(self, ctx: Context) -> bool:
         """The request leaves `inflight` now; False if the client cancelled it (no answer, ever)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from mcpwrap.protocol import calls, jsonrpc, modern, tasking
-from mcpwrap.protocol.actions import Action, Context, Send, TaskOp
+from mcpwrap.protocol import audit, calls, jsonrpc, modern, tasking
+from mcpwrap.protocol.actions import Action, Audit, Context, Send, TaskOp
 from mcpwrap.protocol.server_state import ServerState
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.protocol.tools import ProtocolError, invalid_params
@@ -95,12 +95,14 @@ def answer(core: ServerState, op: TaskOp, outcome: TaskOutcome) -> list[Action]:
     if isinstance(outcome, TaskAlreadyEnded):
         return _cancelled(core, ctx, outcome.record, True)
     record = outcome.record
-    if op.op == "create":
-        return _created(core, ctx, record)
+    if op.op == "create":          # recorded whether or not the client still waits for the handle
+        assert op.tool is not None
+        return [*core.audited(ctx, audit.task_created, record.task_id, op.tool, op.arguments or {}),
+                *_created(core, ctx, record)]
     if op.op == "get":
         return _status(core, ctx, record)
     if op.op == "cancel":
-        return _cancelled(core, ctx, record, False)
+        return [*core.audited(ctx, audit.task_cancelled, record.task_id), *_cancelled(core, ctx, record, False)]
     if op.op == "result":
         return _payload(core, ctx, record)
     if op.op == "update":
@@ -156,10 +158,15 @@ def _payload(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action
 
 
 def changed(core: ServerState, ctx: Context, previous: TaskRecord | None, current: TaskRecord) -> list[Action]:
-    """A watched task moved: progress on the call's token, then notifications/tasks/status."""
-    if not core.session.open:
-        return []
+    """A watched task moved: progress on the call's token, then notifications/tasks/status; one it
+    saw end is recorded in the audit trail (`task.finished`)."""
     actions: list[Action] = []
+    if core.config.audit is not None and current.terminal and (previous is None or not previous.terminal):
+        result = current.result or {}
+        actions.append(Audit(audit.task_finished(current.task_id, current.tool, current.status,
+                                                 result.get("exitCode"), bool(result.get("isError")))))
+    if not core.session.open:
+        return actions
     before = previous.progress if previous is not None else None
     if ctx.progress_token is not None and current.progress != before:
         params = tasking.task_progress_params(current, ctx.progress_token, ctx.rev)

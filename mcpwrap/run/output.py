@@ -330,7 +330,7 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
 
     `links` name the streams kept whole in the spool: they follow the result's other blocks."""
     meta: dict[str, Any] = dict(exit_code=exit_code, duration_s=duration_s, truncated=dropped > 0,
-                                timed_out=timed_out, stderr_tail=stderr_tail)
+                                timed_out=timed_out, stderr_tail=stderr_tail, bytes_out=len(stdout) + dropped)
     kept = next((link.uri for link in links if link.uri.endswith("/stdout")), None)
     where = f"; the whole output is kept at {kept}" if kept else ""
     failed = timed_out or limit_hit is not None or exit_code not in tool.success_codes

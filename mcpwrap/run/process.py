@@ -18,7 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:                   # annotations only: a call that keeps no out
     from mcpwrap.run.spool import Spool
 
 TASK_ENV = "MCPWRAP_TASK_ID"   # set by a task's supervisor; passed on whatever the env policy
+BeforeSpawn = Callable[[list[str], str], Awaitable["str | None"]]   # (argv, cwd) -> a refusal, or None
 
 
 @functools.cache
@@ -287,14 +288,18 @@ async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: t
 
 async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None = None,
               on_progress: OnProgress | None = None, kill_grace_s: float | None = None,
-              on_warning: OnLine = stderr_warning, spool: Spool | None = None) -> ToolResult:
+              on_warning: OnLine = stderr_warning, spool: Spool | None = None,
+              before_spawn: BeforeSpawn | None = None) -> ToolResult:
     """Run one validated call to completion; cancellation ends all of the call's processes.
 
     `args` are as placed: defaults filled in and path arguments resolved (`run.arguments.place`),
     which is what was checked. With a `spool`, a stream that outgrows `max_output` is kept whole
-    there and linked from the result."""
+    there and linked from the result. `before_spawn(argv, cwd)` is awaited last before the spawn
+    (the audit trail's `call.start`); a refusal it returns is the result, and nothing runs."""
     argv = build_argv(tool, args)
     if (refused := confine.refusal(tool, on_warning)) is not None:
+        return error_result(refused)
+    if before_spawn is not None and (refused := await before_spawn(argv, str(tool.cwd))) is not None:
         return error_result(refused)
     tag = contain.call_tag()
     env = _call_env(tool, args, tag)

@@ -12,7 +12,7 @@ import os
 import resource
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -116,6 +116,16 @@ class Options:
     max_calls: int = 64                   # calls running at once; more wait (admission.QUEUED_PER_SLOT each)
     max_tasks: int = 16                   # durable tasks running at once (tasks/store.py counts them)
     toolset: config_module.Toolset = config_module.Toolset()   # applied again on every reload
+    audit: Path | None = None             # `--audit FILE`: the audit trail, whatever `[server] audit` says
+
+    def applied(self, config: config_module.Config) -> config_module.Config:
+        """The tools file as served: the toolset's tools, and `--audit`'s path in place of
+        `[server] audit`'s (its `audit_required` and `audit_max_bytes` kept); at start and on every reload."""
+        config = self.toolset.apply(config)
+        if self.audit is None or (config.audit is not None and config.audit.path == self.audit):
+            return config
+        kept = config.audit or config_module.Audit(self.audit)
+        return replace(config, audit=replace(kept, path=self.audit))
 
 
 class SecretSource:

@@ -10,6 +10,7 @@ its `Post`, and the tools file is re-read in a worker thread, only when it is a 
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -20,8 +21,10 @@ from typing import Any, Protocol
 import trio
 
 from mcpwrap.config import load as config_module
-from mcpwrap.protocol.actions import (Action, CancelCall, CancelTimer, Complete, Context, GetPrompt, ReadResource,
-                                      ResolvePaths, Send, StartCall, StartTimer, Stderr, StopComplete, TaskOp)
+from mcpwrap.protocol import audit
+from mcpwrap.protocol.actions import (Action, Audit, CancelCall, CancelTimer, Complete, Context, GetPrompt,
+                                      ReadResource, ResolvePaths, Send, StartCall, StartTimer, Stderr, StopComplete,
+                                      TaskOp)
 from mcpwrap.protocol.core import Core, bug_report
 from mcpwrap.protocol.jsonrpc import RequestId
 from mcpwrap.protocol.task_requests import TaskOutcome, TaskStoreFailed
@@ -31,6 +34,7 @@ from mcpwrap.run import process as runner
 from mcpwrap.run.spool import Spool
 from mcpwrap.serve import effects as sources
 from mcpwrap.serve.admission import Admission, Seat
+from mcpwrap.serve.audit import Auditor
 from mcpwrap.serve.common import STOP_SIGNALS, Options, file_signature, log, tracing, written
 
 WATCH_INTERVAL_S = 0.5
@@ -77,9 +81,11 @@ class Driver:
     request_bytes: int = 0                # the size of the request line (or HTTP body) being decided
     files: dict[str, tuple[int, ...] | None] = field(default_factory=dict)   # watched resource -> signature
     admission: Admission | None = None    # the server's waiting room; None: one of this driver's own
+    auditor: Auditor | None = None        # the server's audit writer; None: no audit trail
 
     def __post_init__(self) -> None:
         self.room = self.admission or Admission(self.options.max_calls)
+        self.trail = self.auditor or Auditor(None)
         self._spool: Spool | None = None
 
     @property
@@ -137,6 +143,8 @@ class Driver:
                     timer.cancel()
             elif isinstance(action, Stderr):
                 log(action.text, action.level)
+            elif isinstance(action, Audit):
+                self.trail.post(action.record)
             elif isinstance(action, TaskOp):
                 self.nursery.start_soon(self._task_op, action)
             elif isinstance(action, (ReadResource, GetPrompt, Complete)):
@@ -220,7 +228,11 @@ class Driver:
             return
         seat = self.room.enter(self.request_bytes)
         if seat is None:
-            self.perform(self.core.call_done(action.ctx, error_result(self.room.refusal())))
+            refusal = self.room.refusal()
+            if self.trail.log is not None:
+                self.trail.post(audit.refused(self.core.caller(action.ctx), action.ctx.id, "limit", action.tool,
+                                              action.arguments, refusal))
+            self.perform(self.core.call_done(action.ctx, error_result(refusal)))
             return
         self.nursery.start_soon(self._run_call, action.ctx, action.tool, action.arguments, seat)
 
@@ -250,17 +262,24 @@ class Driver:
             self.perform(self.core.call_done(ctx, result))
 
     async def _execute(self, ctx: Context, tool: config_module.Tool, arguments: dict[str, Any]) -> Any:
+        watch = _CallAudit(self.trail, self.core.caller(ctx), ctx.id, tool, arguments) if self.trail.log else None
+        result = None
         try:
-            return await runner.run(
+            result = await runner.run(
                 tool, arguments,
                 on_stderr=lambda line: self._tool_stderr(ctx, tool, line),
                 on_progress=lambda p, t, m: self.perform(self.core.progress(ctx, p, t, m)),
-                on_warning=lambda text: log(f"mcpwrap: {text}", "warning"), spool=self.spool)
+                on_warning=lambda text: log(f"mcpwrap: {text}", "warning"), spool=self.spool,
+                before_spawn=watch.start if watch else None)
         except runner.ArgumentError as exc:
-            return error_result(f"{exc}; nothing ran")
+            result = error_result(f"{exc}; nothing ran")
         except Exception as exc:  # a bug must cost one call, not the server
             log("mcpwrap: internal error in a tool call:\n" + traceback.format_exc(), "error")
-            return error_result(f"internal error while running '{tool.name}': {exc}")
+            result = error_result(f"internal error while running '{tool.name}': {exc}")
+        finally:
+            if watch is not None:
+                watch.end(result)
+        return result
 
     def _tool_stderr(self, ctx: Context, tool: config_module.Tool, line: str) -> None:
         if tracing():
@@ -337,6 +356,7 @@ class Driver:
                 continue
             if new.digest != self.core.config.digest:
                 old_tools = list(self.core.config.tools)
+                self.trail.use(new.audit)
                 self.perform(self.core.reload(new))
                 del new
                 while old_tools:          # freed a slice at a time: 10,000 tools at once held the loop ~25 ms
@@ -357,7 +377,7 @@ class Driver:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            new = self.options.toolset.apply(config_module.load(path))
+            new = self.options.applied(config_module.load(path))
             new.tool("")                  # builds the name index here, not on the first call
             gc.freeze()
             return new
@@ -381,10 +401,56 @@ class Driver:
             self.files[uri] = signature
 
 
-async def stop_on_signal(scope: trio.CancelScope, caught: Callable[[], bool] = lambda: False) -> None:
-    """Cancel `scope` on SIGTERM/SIGINT/SIGHUP, or at once for one `caught` before this receiver was open."""
+@dataclass
+class _CallAudit:
+    """One call's `call.start` (written before the spawn: awaited, flushed, when `audit_required`)
+    and its `call.end` (once `call.start` was written), for the server's audit trail."""
+    trail: Auditor
+    caller: audit.Caller
+    request_id: Any
+    tool: config_module.Tool
+    arguments: dict[str, Any]
+    started: float | None = None
+
+    async def start(self, argv: list[str], cwd: str) -> str | None:
+        """`runner.run`'s `before_spawn`: the refusal when the line is required and cannot be written."""
+        record = audit.call_start(self.caller, self.request_id, self.tool, self.arguments, argv, cwd,
+                                  runner.containment(), audit.sandbox_words(self.tool))
+        if self.trail.required:
+            failure = await self.trail.write(record)
+            if failure is not None:
+                self.trail.post(audit.refused(self.caller, self.request_id, "unaudited", self.tool,
+                                              self.arguments, failure))
+                return f"not run: the audit log could not be written: {failure}"
+        else:
+            self.trail.post(record)
+        self.started = trio.current_time()
+        return None
+
+    def end(self, result: Any) -> None:
+        """`call.end` from the result; without one (cancelled), what is known."""
+        if self.started is None:
+            return
+        if result is None:
+            self.trail.post(audit.call_end(self.caller, self.request_id, self.tool.name, None, None,
+                                           trio.current_time() - self.started, 0, False, True, cancelled=True))
+            return
+        code = result.exit_code
+        self.trail.post(audit.call_end(self.caller, self.request_id, self.tool.name,
+                                       code if code is None or code >= 0 else None,
+                                       -code if code is not None and code < 0 else None, result.duration_s,
+                                       result.bytes_out, result.truncated, result.is_error))
+
+
+async def stop_on_signal(scope: trio.CancelScope, caught: Callable[[], bool] = lambda: False,
+                         trail: Auditor | None = None) -> None:
+    """Cancel `scope` on SIGTERM/SIGINT/SIGHUP, or at once for one `caught` before this receiver was open.
+    While there is an audit trail, SIGHUP reopens it instead (logrotate)."""
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         if not caught():
-            async for _ in signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP and trail is not None and trail.log is not None:
+                    trail.reopen()
+                    continue
                 break
         scope.cancel()

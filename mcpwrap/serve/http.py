@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import hashlib
 import secrets
 import socket
 import time
@@ -61,6 +62,7 @@ from mcpwrap.protocol.modern import is_modern
 from mcpwrap.protocol.prompts import CompletionCache
 from mcpwrap.protocol.session import State
 from mcpwrap.serve.admission import Admission
+from mcpwrap.serve.audit import Auditor
 from mcpwrap.serve.common import (FLUSH_S, Options, SecretSource, file_signature, log, needs_secret, prepare, stderr,
                                   tracing)
 from mcpwrap.serve.driver import Driver, stop_on_signal
@@ -118,13 +120,17 @@ class Hub:
         self.limiters: dict[str, trio.CapacityLimiter] = {}
         self.budget = BatchBudget()       # the batch answers held by every session together
         self.completions = CompletionCache()    # recent `complete` outputs, for every session and POST
+        self.trail = Auditor(config.audit)      # the audit trail every session and POST writes to
         self.root = self.core(config)     # holds the tools as reloaded; answers nobody
         self.nursery: trio.Nursery | None = None
 
     def core(self, config: config_module.Config | None = None,
-             who: identity.Identity = identity.ANONYMOUS) -> Core:
+             who: identity.Identity = identity.ANONYMOUS, session: str | None = None) -> Core:
+        """A core over the current tools; `session`, a legacy session's id (the audit trail names
+        it by a digest: the id itself lets its holder in)."""
+        tag = None if session is None else hashlib.sha256(session.encode()).hexdigest()[:16]
         return Core(config or self.root.served, self.secret, time.time, budget=self.budget,
-                    completions=self.completions, identity=who)
+                    completions=self.completions, identity=who, transport="http", session=tag)
 
     def _session(self, headers: dict[str, str], who: identity.Identity) -> Session | None:
         """The legacy session the request names, if the identity that opened it sent the request:
@@ -135,7 +141,8 @@ class Hub:
         return session
 
     def driver(self, core: Core, nursery: trio.Nursery, router: Router) -> Driver:
-        return Driver(core, self.options, nursery, router, limiters=self.limiters, admission=self.admission)
+        return Driver(core, self.options, nursery, router, limiters=self.limiters, admission=self.admission,
+                      auditor=self.trail)
 
     # --- the ASGI application -------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: AsgiSend) -> None:
@@ -289,7 +296,8 @@ class Hub:
             nursery.cancel_scope.cancel()
 
     async def _open_session(self, who: identity.Identity) -> Session:
-        session = Session(secrets.token_urlsafe(32), self.core(who=who), Router(), trio.CancelScope())
+        session_id = secrets.token_urlsafe(32)
+        session = Session(session_id, self.core(who=who, session=session_id), Router(), trio.CancelScope())
         assert self.nursery is not None
         session.driver = await self.nursery.start(self._host_session, session)
         self.sessions[session.id] = session
@@ -407,7 +415,7 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
             nursery.cancel_scope.cancel()   # the graceful shutdown is over: end sessions' tasks too
 
         nursery.start_soon(hub.expire)
-        nursery.start_soon(stop_on_signal, signalled)
+        nursery.start_soon(stop_on_signal, signalled, lambda: False, hub.trail)
         if options.watch:
             nursery.start_soon(hub.driver(hub.root, nursery, Router()).watch, config.path,
                                file_signature(config.path))
@@ -417,6 +425,7 @@ async def serve(config: config_module.Config, options: Options, http: HttpOption
                                                           " (no authentication)")
             + (f" (OAuth: tokens of {hub.gate.oauth.settings.issuer} for {hub.gate.oauth.resource})"
                if hub.gate.oauth else ""))
+    await hub.trail.closed()              # what the calls' ends queued is written before the exit
     return 0
 
 

@@ -46,8 +46,9 @@ def serve_front(front: Front, config: config_module.Config) -> bool:
     failure: list[BaseException] = []
     importer = None
     previous = signal.set_wakeup_fd(loaded)
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, front.caught)       # kept until trio's receiver takes over: see stdio.serve
+    for signum in STOP_SIGNALS:                   # kept until trio's receiver takes over: see stdio.serve
+        audited = signum == signal.SIGHUP and config.audit is not None     # SIGHUP reopens it, never stops
+        signal.signal(signum, _nothing_yet if audited else front.caught)
     interval = sys.getswitchinterval()
     sys.setswitchinterval(FRONT_SWITCH_S)
     try:
@@ -74,6 +75,10 @@ def serve_front(front: Front, config: config_module.Config) -> bool:
         if importer is None or not importer.is_alive():   # else it still writes `loaded` once done
             os.close(wake)
             os.close(loaded)
+
+
+def _nothing_yet(signum: int, frame: object) -> None:
+    """SIGHUP before trio, with an audit trail: nothing is open yet to reopen, and the server goes on."""
 
 
 def import_driver(config: config_module.Config, loaded: int, failure: list[BaseException], gate: threading.Lock,

@@ -4,7 +4,7 @@
 imported. Lines come from stdin through `LineReader`; `Core` decides; the `Driver` carries the
 actions out, its messages into one `Outbox` that owns stdout (it writes at once when nothing is
 waiting, else its writer task does, in order). EOF, a closed stdout or SIGTERM/SIGINT/SIGHUP
-cancels the calls (the runner kills their process groups), ends listen streams, flushes the
+(SIGHUP reopens the audit trail instead, when there is one) cancels the calls (the runner kills their process groups), ends listen streams, flushes the
 writer for a bounded time and returns.
 
 stdout is bounded: the reader waits for room before it takes the next request, and progress/log
@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import trio
 
 from mcpwrap.config import model as config_module
+from mcpwrap.serve.audit import Auditor
 from mcpwrap.serve.common import FLUSH_S, READ_CHUNK, Options, log, received, trace_in
 from mcpwrap.serve.driver import Driver, stop_on_signal
 from mcpwrap.serve.front import Front
@@ -90,14 +91,15 @@ async def serve(config: config_module.Config, options: Options, front: Front,
             outbox.close()
             serving.cancel()              # nobody can hear us: stop serving, as on EOF
 
+    trail = Auditor(core.config.audit)
     async with trio.open_nursery() as outer:
         outer.start_soon(write_out)
         with serving:
             async with trio.open_nursery() as nursery:
-                driver = Driver(core, options, nursery, outbox)   # stdio: one driver, its own room, stdout its post
+                driver = Driver(core, options, nursery, outbox, auditor=trail)   # stdio: one driver, stdout its post
                 if options.watch:
                     nursery.start_soon(driver.watch, config.path, signature)
-                nursery.start_soon(stop_on_signal, nursery.cancel_scope, lambda: front.signalled)
+                nursery.start_soon(stop_on_signal, nursery.cancel_scope, lambda: front.signalled, trail)
                 reader = front.reader
 
                 async def deliver(lines: Iterable[bytes | None]) -> None:
@@ -118,6 +120,7 @@ async def serve(config: config_module.Config, options: Options, front: Front,
                     await deliver(reader.finish())
                 nursery.cancel_scope.cancel()             # EOF: cancel calls, timers, the watcher
         driver.perform(core.shutdown())
+        await trail.closed()                              # what the calls' ends queued is written first
         outbox.close()
         with trio.move_on_after(FLUSH_S):
             await outbox.drained()

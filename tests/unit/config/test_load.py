@@ -185,10 +185,11 @@ type = "string"
 within = ["."]
 must_exist = false
 kind = "dir"
+secret = true
 """)
     tool = config.load(path).tool("t")
     assert tool is not None
-    used = set().union(*(a.schema for a in tool.args)) | {"flag", "optional", "elicit", "within", "must_exist", "kind"}
+    used = set().union(*(a.schema for a in tool.args)) | {"flag", "optional", "elicit", "within", "must_exist", "kind", "secret"}
     assert used == tools.ARG_KEYS
 
 
