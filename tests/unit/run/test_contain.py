@@ -1,15 +1,10 @@
-"""Attacks on the runner's promises: a timeout bounds the call, nothing a call starts outlives it,
-ending many calls at once is quick, progress patterns cannot stall the loop, deep JSON is refused.
+"""The runner's containment, in process (`run.process.run` on a trio loop): nothing a call starts
+outlives it, ending many calls at once is quick, a move into a cgroup never holds the loop.
 
-Each containment test runs in both modes: the cgroup (skipped where this machine has no writable
-cgroup v2 tree) and the environment tag sweep (forced with MCPWRAP_CONTAINMENT=tag), so machines
-without cgroups run the same code path. Every process a test starts carries a unique MARK in its
-environment; the test finds only those, and kills any that survive, at teardown.
-
-The only wall-clock bound is the HANG_S guard (bench/ measures the rest): what a call must not wait for (an escaped
-writer, a daemon) lasts 1000+ s, a zombie's grace 2 * HANG_S, so the old behaviour overruns HANG_S; and
-costs are counted where they grow with the machine's processes (passes over /proc), and checked
-as this process's CPU time where they do not (a quadratic match).
+Each test runs in both modes: the cgroup (skipped where this machine has no writable cgroup v2
+tree) and the environment tag sweep (MCPWRAP_CONTAINMENT=tag). Every process a test starts carries
+a unique MARK in its environment; the test finds only those and kills any that survive. The same
+promises through a real server are in tests/blackbox/sandbox/test_containment.py.
 """
 
 from __future__ import annotations

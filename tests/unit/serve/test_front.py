@@ -1,11 +1,7 @@
-"""The front: first answers before trio has loaded, and a hand-over that loses, repeats or reorders nothing.
-
-In memory, a `Front` reads a pipe and is told its import is done (the LOADED byte) after a first
-part of the input; the rest goes to a stand-in driver that takes over as `stdio.serve` does, and
-everything written must equal one `Core` answering the whole input line by line. End to end, the
-same over a real `mcpwrap serve`, whatever the timing of the hand-over: the responses arrive in
-order and schema-valid, a line cut by the hand-over survives, EOF and signals end the session with
-exit 0, and a client that never reads stdout still gets a server that ends.
+"""The front in memory: a `Front` reads a pipe and is told its import is done (the LOADED byte)
+after a first part of the input; the rest goes to a stand-in driver that takes over as
+`stdio.serve` does, and everything written must equal one `Core` answering the whole input line
+by line. The hand-over through a real `mcpwrap serve` is tests/blackbox/stdio/test_hand_over.py.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""What one credential created answers only to it (issue 24, class 5).
-
-Two bearer tokens, A and B, on one real `serve --http --token-file`: B cannot reach A's legacy
-session (POST, GET, DELETE), A's tasks (tasks/list, get, result, cancel, update, in 2025-11-25
-and in the 2026-07-28 extension) nor A's `requestState`. Each is answered exactly as if it did
-not exist — the same status and error as an unknown session id, an unknown task id or a
-tampered requestState — and nothing runs.
-
-The spec's words:
-- 2025-11-25 basic/utilities/tasks.mdx, "Task Isolation and Access Control": "When an
-  authorization context is provided, receivers **MUST** bind tasks to said context." and "If
-  context-binding is available, receivers **MUST** reject `tasks/get`, `tasks/result`, and
-  `tasks/cancel` requests for tasks that do not belong to the same authorization context as
-  the requestor. For `tasks/list` requests, receivers **MUST** ensure the returned task list
-  includes only tasks associated with the requestor's authorization context."
-- the same section: "receivers that cannot identify requestors **SHOULD NOT** declare the
-  `tasks.list` capability, as listing tasks would expose task metadata to any requestor
-  regardless of task ID entropy."
-- ext-tasks/tasks.md, "Security Considerations": "**Auth binding.** Servers **MUST** perform
-  authentication and authorization checks on each task-related request to ensure that the
-  client has permission to access a task." (The extension has no tasks/list.)
+"""The task store binds every task to its creator's principal (issue 24, class 5): another
+principal's task is not found, exactly as an unknown id, and is left out of its lists. The same
+over a real `serve --http` with two tokens is tests/blackbox/http/test_identity_binding.py, which
+quotes the spec's words.
 """
 
 from __future__ import annotations
