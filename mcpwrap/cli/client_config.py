@@ -1,8 +1,8 @@
-"""`mcpwrap client-config`: the JSON an MCP client's config needs, to start `serve` (of a tools FILE or of
-`--tool` options) or reach `serve --http`.
+"""`mcpwrap client-config`: the entry an MCP client's config needs (JSON, Codex CLI's TOML, or the
+`claude mcp add` line), to start `serve` (of a tools FILE or of `--tool` options) or reach `serve --http`.
 
 A token read from --token-file is never printed where a client can read it from the environment or
-prompt for it; where it cannot (Claude Desktop's bridge), it is, and stderr says so.
+prompt for it; where it cannot (Claude Desktop's bridge, Zed's headers), it is, and stderr says so.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ CLIENT_LAYOUTS = ("claude-desktop", "claude-code", "claude-mcp-add", "cursor", "
 CLIENT_NAMES = {"claude-desktop": "Claude Desktop", "claude-code": "Claude Code", "claude-mcp-add": "Claude Code",
                 "cursor": "Cursor", "vscode": "VS Code", "windsurf": "Windsurf", "zed": "Zed", "codex": "Codex CLI",
                 "gemini": "Gemini CLI"}
-LOCAL_ONLY = ("claude-mcp-add", "windsurf", "zed", "codex", "gemini")   # written for a served FILE (stdio) only
 BARE_KEY = r"[A-Za-z0-9_-]+"                                           # a TOML key that needs no quotes
 REMOTE_TOKEN_ENV = "MCPWRAP_TOKEN"        # where clients that expand variables in headers find the token
+TOKEN_REFERENCE = {"claude-code": f"${{{REMOTE_TOKEN_ENV}}}", "claude-mcp-add": f"${{{REMOTE_TOKEN_ENV}}}",
+                   "gemini": f"${{{REMOTE_TOKEN_ENV}}}", "cursor": f"${{env:{REMOTE_TOKEN_ENV}}}",
+                   "windsurf": f"${{env:{REMOTE_TOKEN_ENV}}}"}   # each host's documented form of a variable
 VSCODE_TOKEN_INPUT = "mcpwrap-token"
 HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 
@@ -36,10 +38,11 @@ def client_config(file: str | None, client: str, name: str | None, env: list[str
     if pin_path:
         pinned["PATH"] = os.environ.get("PATH", os.defpath)
     if url is not None and file is None and not inline and not describe:
-        if client in LOCAL_ONLY:
-            raise UsageError(f"--client {client} is written for a served FILE only; for --url use "
-                             f"{', '.join(c for c in CLIENT_LAYOUTS if c not in LOCAL_ONLY)}")
-        print_json(_remote_config(client, name or "mcpwrap", url, header, token_file, pinned))
+        remote = _remote_config(client, name or "mcpwrap", url, header, token_file, pinned)
+        if isinstance(remote, str):
+            sys.stdout.write(remote)  # stdout-ok
+        else:
+            print_json(remote)
         return
     if url is not None:
         raise UsageError("Give a tools FILE or --tool options (a server the client starts) or --url (a remote one), "
@@ -55,7 +58,7 @@ def client_config(file: str | None, client: str, name: str | None, env: list[str
         entry["env"] = pinned
     key = name or (Path(file).stem if file is not None else "mcpwrap")
     if client == "codex":
-        sys.stdout.write(_codex_toml(key, entry))  # stdout-ok
+        sys.stdout.write(_codex_toml(key, entry))  # stdout-ok: command, args, env
     elif client == "claude-mcp-add":
         sys.stdout.write(_claude_mcp_add(key, entry) + "\n")  # stdout-ok
     else:
@@ -66,8 +69,10 @@ def client_config(file: str | None, client: str, name: str | None, env: list[str
                     "claude-code": {"mcpServers": {key: stdio}}, "vscode": {"servers": {key: stdio}}}[client])
 
 
-def _codex_toml(key: str, entry: dict[str, Any]) -> str:
-    """Codex CLI's `~/.codex/config.toml` table for a stdio server: `[mcp_servers.NAME]`, command, args, env."""
+def _codex_toml(key: str, fields: dict[str, str | list[str] | dict[str, str]]) -> str:
+    """Codex CLI's `~/.codex/config.toml` table `[mcp_servers.NAME]` holding `fields` in order: strings,
+    arrays of strings and inline tables of strings (stdio: command, args, env; Streamable HTTP: url,
+    bearer_token_env_var, http_headers)."""
     import re
 
     import orjson
@@ -75,12 +80,15 @@ def _codex_toml(key: str, entry: dict[str, Any]) -> str:
     def string(text: str) -> str:
         return orjson.dumps(text).decode()          # a JSON string is a TOML basic string
 
+    def value(field: str | list[str] | dict[str, str]) -> str:
+        if isinstance(field, str):
+            return string(field)
+        if isinstance(field, list):
+            return f"[{', '.join(map(string, field))}]"
+        return "{ " + ", ".join(f"{string(k)} = {string(v)}" for k, v in field.items()) + " }"
+
     table = key if re.fullmatch(BARE_KEY, key) else string(key)
-    lines = [f"[mcp_servers.{table}]", f"command = {string(entry['command'])}",
-             f"args = [{', '.join(map(string, entry['args']))}]"]
-    if entry.get("env"):
-        lines.append("env = { " + ", ".join(f"{string(k)} = {string(v)}" for k, v in entry["env"].items()) + " }")
-    return "\n".join(lines) + "\n"
+    return "\n".join([f"[mcp_servers.{table}]", *(f"{k} = {value(v)}" for k, v in fields.items() if v)]) + "\n"
 
 
 def _claude_mcp_add(key: str, entry: dict[str, Any]) -> str:
@@ -102,7 +110,7 @@ def _self_command() -> tuple[str, list[str]]:
 
 
 def _remote_config(client: str, key: str, url: str, header: list[str], token_file: str | None,
-                   pinned: dict[str, str]) -> dict[str, Any]:
+                   pinned: dict[str, str]) -> dict[str, Any] | str:
     """A client's entry for `serve --http` elsewhere: its own Streamable HTTP where it has one, else a bridge."""
     import urllib.parse
 
@@ -125,7 +133,7 @@ def _remote_config(client: str, key: str, url: str, header: list[str], token_fil
     if pinned:
         raise UsageError(f"--env and --pin-path set the environment of a server the client starts; "
                          f"{client} connects to --url itself")
-    return _http_entry(client, key, url, headers, token_file if token is not None else None)
+    return _http_entry(client, key, url, headers, token_file, token)
 
 
 def _headers(header: list[str]) -> dict[str, str]:
@@ -141,27 +149,57 @@ def _headers(header: list[str]) -> dict[str, str]:
     return headers
 
 
-def _http_entry(client: str, key: str, url: str, headers: dict[str, str], token_file: str | None) -> dict[str, Any]:
-    """The entry of a client with Streamable HTTP of its own; with `token_file`, the bearer token is a
-    reference the client resolves (its environment, or VS Code's password prompt), never the token."""
-    if token_file is not None:
-        variable = {"claude-code": f"${{{REMOTE_TOKEN_ENV}}}", "cursor": f"${{env:{REMOTE_TOKEN_ENV}}}",
-                    "vscode": f"${{input:{VSCODE_TOKEN_INPUT}}}"}[client]
-        headers = {**headers, "Authorization": f"Bearer {variable}"}
-        if client == "vscode":
-            note(f"VS Code asks for the token the first time it connects and keeps it in its secret storage: "
-                 f"paste the last token line of {token_file}")
-        else:
-            note(f"the token is not written here: {CLIENT_NAMES[client]} reads it from {REMOTE_TOKEN_ENV} when it "
-                 f"starts, e.g. export {REMOTE_TOKEN_ENV}=\"$(grep -v -e '^#' -e '^$' {token_file} | tail -n 1)\"")
-    entry: dict[str, Any] = {"type": "http", "url": url} if client != "cursor" else {"url": url}
+def _http_entry(client: str, key: str, url: str, headers: dict[str, str], token_file: str | None,
+                token: str | None) -> dict[str, Any] | str:
+    """The entry of a client with Streamable HTTP of its own, in the form its documentation gives; with a
+    token, the bearer token is a reference the client resolves (its environment, or VS Code's password
+    prompt), never the token, except for Zed, whose headers take no variable."""
+    if token is not None and client == "zed":
+        headers = {**headers, "Authorization": f"Bearer {token}"}
+        note(f"Zed sends its headers as written (no environment variable is expanded in them): the token from "
+             f"{token_file} is written into this entry; keep Zed's settings.json private (chmod 600)")
+    elif token is not None:
+        _token_note(client, str(token_file))
+        if client in TOKEN_REFERENCE:
+            headers = {**headers, "Authorization": f"Bearer {TOKEN_REFERENCE[client]}"}
+        elif client == "vscode":
+            headers = {**headers, "Authorization": f"Bearer ${{input:{VSCODE_TOKEN_INPUT}}}"}
+    if client == "codex":
+        return _codex_toml(key, {"url": url, "bearer_token_env_var": REMOTE_TOKEN_ENV if token else "",
+                                 "http_headers": headers})
+    if client == "claude-mcp-add":
+        return _claude_mcp_add_http(key, url, headers, scoped=token is not None)
+    field = {"windsurf": "serverUrl", "gemini": "httpUrl"}.get(client, "url")
+    entry: dict[str, Any] = {"type": "http", field: url} if client in ("claude-code", "vscode") else {field: url}
     if headers:
         entry["headers"] = headers
     if client == "vscode":
         inputs = [{"type": "promptString", "id": VSCODE_TOKEN_INPUT, "password": True,
-                   "description": f"Bearer token for {key} (from {token_file})"}] if token_file is not None else []
+                   "description": f"Bearer token for {key} (from {token_file})"}] if token is not None else []
         return {"servers": {key: entry}, **({"inputs": inputs} if inputs else {})}
-    return {"mcpServers": {key: entry}}
+    return {"context_servers" if client == "zed" else "mcpServers": {key: entry}}
+
+
+def _token_note(client: str, token_file: str) -> None:
+    """Tell where the client takes the token from, since the entry only refers to it."""
+    if client == "vscode":
+        note(f"VS Code asks for the token the first time it connects and keeps it in its secret storage: "
+             f"paste the last token line of {token_file}")
+        return
+    scope = (" (the line adds it with --scope project, to .mcp.json, where Claude Code expands ${VAR} in "
+             "headers; the file holds the variable, not the token)" if client == "claude-mcp-add" else "")
+    note(f"the token is not written here: {CLIENT_NAMES[client]} reads it from {REMOTE_TOKEN_ENV} when it "
+         f"starts, e.g. export {REMOTE_TOKEN_ENV}=\"$(grep -v -e '^#' -e '^$' {token_file} | tail -n 1)\"{scope}")
+
+
+def _claude_mcp_add_http(key: str, url: str, headers: dict[str, str], scoped: bool) -> str:
+    """The `claude mcp add --transport http` line; `scoped` writes it to the project's .mcp.json, the file
+    whose `${VAR}` in headers Claude Code documents expanding (the quoting keeps the shell from it)."""
+    import shlex
+
+    options = [*(["--scope", "project"] if scoped else []),
+               *(word for field, value in headers.items() for word in ("--header", f"{field}: {value}"))]
+    return shlex.join(["claude", "mcp", "add", "--transport", "http", *options, key, url]) + "\n"
 
 
 def _desktop_bridge(url: str, headers: dict[str, str], token: str | None, token_file: str | None,

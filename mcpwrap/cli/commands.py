@@ -145,8 +145,8 @@ COMMANDS: dict[tuple[str, ...], Command] = {
              "gets the mcp-remote bridge.", "URL"),
         _opt("header", "--header -H", "With --url: send this header; repeatable.", "'NAME: VALUE'", many=True),
         _opt("token_file", "--token-file", "With --url: authenticate with the last token of this 0600 file, "
-             "referenced as $MCPWRAP_TOKEN (Claude Code, Cursor) or a VS Code password prompt, not printed; "
-             "Claude Desktop's bridge gets it written in (a note says so).", "PATH"))),
+             "referenced as $MCPWRAP_TOKEN (Claude Code, Cursor, Windsurf, Gemini, Codex) or a VS Code password "
+             "prompt, not printed; Claude Desktop's bridge and Zed get it written in (a note says so).", "PATH"))),
     ("secret", "path"): Command("Print where the secret file is (it may not exist yet).", secret.secret_where, (SECRET_FILE,)),
     ("secret", "init"): Command("Create the secret file (0600) if it does not exist; check it if it does.", secret.secret_init, (SECRET_FILE,)),
     ("secret", "rotate"): Command("Make a new key; the previous one still verifies for 24 hours.", secret.secret_rotate, (SECRET_FILE,)),
