@@ -27,7 +27,6 @@ NOT_YET = {
     "protocol/jsonrpc": "framing: tests/unit/protocol/test_core_properties.py, tests/unit/serve/test_driver.py",
     "protocol/safety_net": "tests/blackbox/stdio/test_safety_nets.py",
     "protocol/server_state": "the core's state: tests/unit/protocol/test_core.py",
-    "protocol/tools": "tools/list rendering: tests/unit/protocol/test_core.py",
     "config/machine": "tests/blackbox/cli/test_check.py",
     "config/model": "tests/unit/config/test_load.py",
     "config/reader": "tests/unit/config/test_load_located.py",
