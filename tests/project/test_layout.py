@@ -24,7 +24,6 @@ DECISION_PACKAGES = ("protocol", "config", "state")
 NOT_YET = {
     "protocol/actions": "the action values: tests/unit/protocol/test_core.py",
     "protocol/content": "content rendering: tests/unit/protocol/test_core.py",
-    "protocol/jsonrpc": "framing: tests/unit/protocol/test_core_properties.py, tests/unit/serve/test_driver.py",
     "protocol/safety_net": "tests/blackbox/stdio/test_safety_nets.py",
     "protocol/server_state": "the core's state: tests/unit/protocol/test_core.py",
     "config/machine": "tests/blackbox/cli/test_check.py",
