@@ -24,7 +24,6 @@ DECISION_PACKAGES = ("protocol", "config", "state")
 NOT_YET = {
     "protocol/actions": "the action values: tests/unit/protocol/test_core.py",
     "protocol/content": "content rendering: tests/unit/protocol/test_core.py",
-    "protocol/safety_net": "tests/blackbox/stdio/test_safety_nets.py",
     "config/machine": "tests/blackbox/cli/test_check.py",
     "config/model": "tests/unit/config/test_load.py",
     "config/reader": "tests/unit/config/test_load_located.py",
