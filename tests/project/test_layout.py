@@ -24,7 +24,6 @@ DECISION_PACKAGES = ("protocol", "config", "state")
 NOT_YET = {
     "protocol/actions": "exempt: frozen dataclasses with no behaviour of their own (Context.modern is rev.modern)",
     "config/machine": "tests/blackbox/cli/test_check.py",
-    "config/schema": "tests/unit/config/test_load.py, tests/blackbox/stdio/test_scale.py",
 }
 
 # Private names unit tests still reach, in modules another branch (r3-pipe) was rewriting when this test
