@@ -23,7 +23,6 @@ DECISION_PACKAGES = ("protocol", "config", "state")
 # This list may only shrink: give the module its own tests/unit/<package>/test_<module>.py and delete it here.
 NOT_YET = {
     "protocol/actions": "exempt: frozen dataclasses with no behaviour of their own (Context.modern is rev.modern)",
-    "config/machine": "tests/blackbox/cli/test_check.py",
 }
 
 # Private names unit tests still reach, in modules another branch (r3-pipe) was rewriting when this test
