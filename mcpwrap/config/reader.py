@@ -158,7 +158,7 @@ class Reader:
         self.path = path
         self.text = text
         self.problems: list[Problem] = []
-        self.seen: set[Problem] = set()
+        self.seen: set[tuple[tuple[str, ...], str]] = set()   # (key, message) already told
         self.schemas = SchemaChecks(check_schemas)
 
     def check_schemas_now(self) -> None:
@@ -171,11 +171,11 @@ class Reader:
         return _Locator(self.text)
 
     def problem(self, key: tuple[str, ...], message: str) -> None:
+        if (key, message) in self.seen:       # a key read twice (a resource's cwd) is told once
+            return
+        self.seen.add((key, message))
         line, col = self.locator.find(key)
-        problem = Problem(self.path, line, col, message)
-        if problem not in self.seen:          # a key read twice (a resource's cwd) is told once
-            self.seen.add(problem)
-            self.problems.append(problem)
+        self.problems.append(Problem(self.path, line, col, message))
 
     def keys(self, table: Mapping[str, Any], key: tuple[str, ...], allowed: set[str]) -> None:
         for name in table:
