@@ -357,37 +357,53 @@ def _remove_server_cgroup(path: str) -> None:
 # the last line was `ended`, the process died with calls running and it becomes a Python that sweeps.
 _WATCHDOG = 'while read -r line; do said=$line; done; [ "$said" = ended ] || exec "$0" -c "$1" "$2" "$3" "$4"'
 _SWEEP = "import sys; sys.path.insert(0, sys.argv[1]); from mcpwrap.run.contain import orphaned; orphaned(*sys.argv[2:])"
-_watched: tuple[str, int] | None = None        # (this process's call tag prefix, our end of the pipe or -1)
-_running = 0                                    # calls started and not yet ended with all their processes
 _call_numbers = itertools.count()
+
+
+class Watchdog:
+    """This process's calls as its watchdog knows them: the call tag prefix, our end of the pipe the
+    watchdog reads (-1 when none could start), and how many calls are running. Told `ended` at a
+    normal exit with none running; otherwise our death (the pipe's EOF) makes it sweep the prefix."""
+
+    def __init__(self, prefix: str, fd: int) -> None:
+        self.prefix, self.fd, self.running = prefix, fd, 0
+
+    def exiting(self) -> None:
+        """At a normal exit with every call ended, tell the watchdog it has nothing to do."""
+        if self.fd >= 0 and self.running == 0:
+            with contextlib.suppress(OSError):         # a watchdog that died has nothing to be told
+                os.write(self.fd, b"ended\n")
+
+
+watchdog: Watchdog | None = None                  # this process's, from its first call
 
 
 def call_tag() -> str:
     """A fresh call tag under this process's prefix, the call counted as running (the first starts the watchdog)."""
-    global _watched, _running
-    if _watched is None:                                  # a forked child (a task's supervisor) is watched anew
+    global watchdog
+    if watchdog is None:                                  # a forked child (a task's supervisor) is watched anew
         prefix = secrets.token_hex(6)
-        _watched = (prefix, _start_watchdog(prefix))
-    _running += 1
-    return f"{_watched[0]}{next(_call_numbers):016x}"     # unique; a child can read its own tag anyway
+        watchdog = Watchdog(prefix, _start_watchdog(prefix))
+        atexit.unregister(_exiting)                       # a forked child inherits its parent's registration
+        atexit.register(_exiting)
+    watchdog.running += 1
+    return f"{watchdog.prefix}{next(_call_numbers):016x}"   # unique; a child can read its own tag anyway
 
 
 def running() -> int:
     """The calls of this process started (tagged) and not yet ended."""
-    return _running
+    return watchdog.running if watchdog is not None else 0
 
 
 def call_ended() -> None:
     """The call's processes are all gone: one fewer for the watchdog to sweep if we died now."""
-    global _running
-    _running -= 1
+    if watchdog is not None:
+        watchdog.running -= 1
 
 
 def _exiting() -> None:
-    """At a normal exit with every call ended, tell the watchdog it has nothing to do."""
-    if _watched is not None and _watched[1] >= 0 and _running == 0:
-        with contextlib.suppress(OSError):             # a watchdog that died has nothing to be told
-            os.write(_watched[1], b"ended\n")
+    if watchdog is not None:
+        watchdog.exiting()
 
 
 def _start_watchdog(prefix: str) -> int:
@@ -404,8 +420,6 @@ def _start_watchdog(prefix: str) -> int:
         return -1
     finally:
         os.close(theirs)
-    atexit.unregister(_exiting)                        # a forked child inherits its parent's registration
-    atexit.register(_exiting)
     return ours
 
 
@@ -419,10 +433,10 @@ def orphaned(prefix: str, cgroup: str) -> None:
 def _after_fork() -> None:
     """A forked child must not hold its parent's watchdog pipe open (the watchdog would wait for the
     child to see the parent die); its calls get one of their own."""
-    global _watched, _running
-    if _watched is not None and _watched[1] >= 0:
-        os.close(_watched[1])
-    _watched, _running = None, 0
+    global watchdog
+    if watchdog is not None and watchdog.fd >= 0:
+        os.close(watchdog.fd)
+    watchdog = None
 
 
 os.register_at_fork(after_in_child=_after_fork)

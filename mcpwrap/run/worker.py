@@ -44,7 +44,7 @@ class Worker:
                     token, task = job(failure)
                     woken.setdefault(token, []).append(task)
             for token, tasks in woken.items():
-                token.run_sync_soon(_reschedule_all, tasks)
+                token.run_sync_soon(reschedule_all, tasks)
 
     def stop(self) -> None:
         self.jobs.put(None)
@@ -70,6 +70,8 @@ class Worker:
         return outcome[0]
 
 
-def _reschedule_all(tasks: list[trio.lowlevel.Task]) -> None:
+def reschedule_all(tasks: list[trio.lowlevel.Task]) -> None:
+    """The loop's side of a finished burst: every task whose job is done is woken in one go (the
+    worker asks the loop once per burst, not once per job)."""
     for task in tasks:
         trio.lowlevel.reschedule(task)

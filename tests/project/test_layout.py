@@ -25,15 +25,6 @@ NOT_YET = {
     "protocol/actions": "exempt: frozen dataclasses with no behaviour of their own (Context.modern is rev.modern)",
 }
 
-# Private names unit tests still reach, in modules another branch (r3-pipe) was rewriting when this test
-# was written. This list may only shrink: test the behaviour through public names, then delete the entry.
-KNOWN_PRIVATE = {
-    ("unit/run/test_contain.py", "contain._watched"),
-    ("unit/run/test_contain.py", "contain._running"),
-    ("unit/run/test_contain.py", "contain._exiting"),
-    ("unit/run/test_process.py", "contain._watched"),
-    ("unit/run/test_process.py", "jobs._reschedule_all"),
-}
 
 
 def decision_modules() -> list[str]:
@@ -78,8 +69,7 @@ def private_uses(source: str) -> Iterator[str]:
 def test_unit_tests_use_only_public_names_of_mcpwrap() -> None:
     found = {(str(path.relative_to(TESTS)), use) for path in (TESTS / "unit").rglob("test_*.py")
              for use in private_uses(path.read_text())}
-    assert not found - KNOWN_PRIVATE, f"unit tests reach private names: {sorted(found - KNOWN_PRIVATE)}"
-    assert not KNOWN_PRIVATE - found, f"delete these from KNOWN_PRIVATE: {sorted(KNOWN_PRIVATE - found)}"
+    assert not found, f"unit tests reach private names: {sorted(found)}"
 
 
 def test_the_private_name_check_sees_each_way_in() -> None:

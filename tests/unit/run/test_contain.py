@@ -284,14 +284,14 @@ def test_containment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         contain.current.cache_clear()
 
 
-def test_only_an_exit_with_every_call_ended_says_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_an_exit_with_every_call_ended_says_ended() -> None:
     """A call still counted running at exit (its end never came) leaves the watchdog its sweep."""
     theirs, ours = os.pipe2(os.O_NONBLOCK)
-    monkeypatch.setattr(contain, "_watched", ("0" * 12, ours))
     try:
         for running, said in ((1, b""), (0, b"ended\n")):
-            monkeypatch.setattr(contain, "_running", running)
-            contain._exiting()
+            watched = contain.Watchdog("0" * 12, ours)
+            watched.running = running
+            watched.exiting()
             try:
                 assert os.read(theirs, 64) == said
             except BlockingIOError:

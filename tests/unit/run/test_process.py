@@ -266,8 +266,8 @@ def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
         return trio.run(runner.run, cfg.tool("t"), {}).text
 
     assert call() == "ok\n"                             # the spawner thread runs in this process now
-    assert contain._watched is not None and contain._watched[1] >= 0
-    parents_pipe = os.readlink(f"/proc/self/fd/{contain._watched[1]}")
+    assert contain.watchdog is not None and contain.watchdog.fd >= 0
+    parents_pipe = os.readlink(f"/proc/self/fd/{contain.watchdog.fd}")
 
     def pipes() -> set[str]:
         return {os.readlink(f"/proc/self/fd/{fd}") for fd in map(int, os.listdir("/proc/self/fd"))
@@ -278,7 +278,7 @@ def test_a_forked_process_spawns_on_a_thread_of_its_own(tmp_path: Path) -> None:
         holds_parents_watchdog = parents_pipe in pipes()    # it would keep the parent's death from being seen
         os.environ[contain.CONTAINMENT_ENV] = "tag"      # it makes no cgroup in its parent's directory
         contain.current.cache_clear()
-        ok = call() == "ok\n" and contain._watched is not None and contain._watched[1] >= 0   # one of its own
+        ok = call() == "ok\n" and contain.watchdog is not None and contain.watchdog.fd >= 0   # one of its own
         os._exit(0 if ok and not holds_parents_watchdog else 1)
 
     def reaped() -> tuple[int, int] | None:
@@ -312,8 +312,8 @@ def test_a_worker_runs_a_burst_in_a_row_and_each_caller_gets_its_own_outcome(mon
     """Jobs queued while the worker is busy run in a row and are woken together (one wake-up
     of the loop, not one each), and each awaiting task still gets its own value or error."""
     wake_ups: list[int] = []
-    reschedule_all = jobs._reschedule_all
-    monkeypatch.setattr(jobs, "_reschedule_all", lambda tasks: (wake_ups.append(len(tasks)), reschedule_all(tasks)))
+    reschedule_all = jobs.reschedule_all
+    monkeypatch.setattr(jobs, "reschedule_all", lambda tasks: (wake_ups.append(len(tasks)), reschedule_all(tasks)))
     worker = jobs.Worker("mcpwrap-test-worker")
     entered, gate = threading.Event(), threading.Event()
 
