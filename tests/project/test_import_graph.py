@@ -10,9 +10,6 @@ Each package is a layer, and imports point down: a module imports its own packag
 only (`RANK`: result, config, protocol | state, run, tasks, serve, cli). `protocol` and `state` share a
 rank and may not import each other; `protocol` imports nothing but `config.model`, `result` and
 itself (the package root, holding `__version__`, is everyone's).
-
-`KNOWN_CYCLES` names the cycles that still exist and `KNOWN_UPWARD` the edges that break the layering,
-so the test fails on a new one and on a known one that no longer exists (the lists only shrink).
 """
 
 from __future__ import annotations
@@ -25,8 +22,6 @@ import pytest
 PACKAGE = Path(__file__).parents[2] / "mcpwrap"
 
 # Each entry: the modules of one strongly connected component of the graph.
-KNOWN_CYCLES: set[frozenset[str]] = set()
-
 # The layers, lowest first: a module may import modules of its own package and of a lower rank.
 # `mcpwrap` is the package root (its version), `__main__` the entry point above the CLI.
 RANK = {"mcpwrap": 0, "result": 0, "config": 1, "protocol": 2, "state": 2, "run": 3, "tasks": 4, "serve": 5,
@@ -34,9 +29,6 @@ RANK = {"mcpwrap": 0, "result": 0, "config": 1, "protocol": 2, "state": 2, "run"
 # All that `protocol/` may import besides itself (names below the root; "" the root): decisions take
 # values in and give values out.
 PROTOCOL_MAY_IMPORT = {"", "config", "config.model", "result"}
-
-# (importer, imported): the edges that break the layering today; later steps of issue 25 remove them.
-KNOWN_UPWARD: set[tuple[str, str]] = set()
 
 
 def modules(package: Path) -> dict[str, Path]:
@@ -124,11 +116,9 @@ def upward(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
     return found
 
 
-def test_the_package_has_no_import_cycle_but_the_known_ones() -> None:
+def test_the_package_has_no_import_cycle() -> None:
     found = cycles(graph(PACKAGE))
-    assert not found - KNOWN_CYCLES, f"new import cycle(s): {[sorted(c) for c in found - KNOWN_CYCLES]}"
-    assert not KNOWN_CYCLES - found, (f"cycle(s) gone: remove them from KNOWN_CYCLES: "
-                                      f"{[sorted(c) for c in KNOWN_CYCLES - found]}")
+    assert not found, f"import cycle(s): {[sorted(c) for c in found]}"
 
 
 @pytest.mark.parametrize(("files", "expected"), [
@@ -148,12 +138,11 @@ def test_the_graph_sees_function_level_type_checking_and_relative_imports(tmp_pa
     assert found == ({frozenset(expected)} if expected else set())
 
 
-def test_every_import_points_down_the_layers_but_the_known_ones() -> None:
+def test_every_import_points_down_the_layers() -> None:
     edges = graph(PACKAGE)
     assert {layer(name) for name in edges} <= RANK.keys(), "a new package: give it a rank"
     found = upward(edges)
-    assert not found - KNOWN_UPWARD, f"new upward import(s): {sorted(found - KNOWN_UPWARD)}"
-    assert not KNOWN_UPWARD - found, f"upward import(s) gone: remove them from KNOWN_UPWARD: {sorted(KNOWN_UPWARD - found)}"
+    assert not found, f"upward import(s): {sorted(found)}"
 
 
 @pytest.mark.parametrize(("files", "expected"), [
