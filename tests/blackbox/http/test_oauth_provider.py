@@ -45,14 +45,28 @@ def provider() -> Iterator[str]:
 
 
 class _Stop(urllib.request.HTTPRedirectHandler):
-    """Follows the flow's redirects until the one to the client's redirect URI, whose code it keeps."""
-    code: str | None = None
+    """Follows the flow's redirects until the one to the client's redirect URI, whose query it keeps."""
+    def __init__(self) -> None:
+        self.answer: dict[str, str] | None = None
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
         if newurl.startswith(REDIRECT):
-            _Stop.code = urllib.parse.parse_qs(urllib.parse.urlsplit(newurl).query)["code"][0]
+            self.answer = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(newurl).query))
             return None
         return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def user_agent(authorization_url: str) -> dict[str, str]:
+    """The browser: follows an authorization URL through sign-in and consent (oidc.mjs completes both)
+    to the redirect URI, and returns that URL's query (code, state, iss)."""
+    stop = _Stop()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), stop)
+    try:
+        opener.open(authorization_url, timeout=HANG_S).read()
+    except urllib.error.HTTPError as exc:
+        assert stop.answer is not None, exc.read()
+    assert stop.answer is not None
+    return stop.answer
 
 
 def access_token(server: HttpServer, scope: str) -> str:
@@ -70,14 +84,8 @@ def access_token(server: HttpServer, scope: str) -> str:
     query = urllib.parse.urlencode({"client_id": "mcpwrap-test", "response_type": "code", "redirect_uri": REDIRECT,
                                     "scope": scope, "resource": resource, "code_challenge": challenge,
                                     "code_challenge_method": "S256", "state": "s"})
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), _Stop())
-    _Stop.code = None
-    try:
-        opener.open(endpoints["authorization_endpoint"] + "?" + query, timeout=HANG_S).read()
-    except urllib.error.HTTPError as exc:
-        assert _Stop.code is not None, exc.read()
-    assert _Stop.code is not None
-    form = urllib.parse.urlencode({"grant_type": "authorization_code", "code": _Stop.code, "redirect_uri": REDIRECT,
+    code = user_agent(endpoints["authorization_endpoint"] + "?" + query)["code"]
+    form = urllib.parse.urlencode({"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT,
                                    "client_id": "mcpwrap-test", "code_verifier": verifier,
                                    "resource": resource}).encode()
     with urllib.request.urlopen(endpoints["token_endpoint"], form, timeout=HANG_S) as got:
