@@ -22,6 +22,7 @@ Opaque tokens (RFC 7662 introspection) are not accepted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import urllib.parse
@@ -35,6 +36,7 @@ import trio
 
 from mcpwrap.config.model import OAuthSettings
 from mcpwrap.protocol import identity
+from mcpwrap.protocol.identity import Identity
 from mcpwrap.protocol.http_binding import LOOPBACK_HOSTS
 
 FETCH_TIMEOUT_S = 10.0
@@ -43,6 +45,7 @@ LEEWAY_S = 30                     # clock skew allowed on exp and nbf
 REFRESH_BURST = 5                 # key-set fetches for unknown kids, at most this many...
 REFRESH_WINDOW_S = 60.0           # ...in this window
 KEYS_MAX_AGE_S = 900.0            # a key set older than this is fetched again before use
+ACCEPTED = 1024                   # tokens remembered as accepted
 ASYMMETRIC = frozenset({"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES256K", "ES384", "ES512",
                         "EdDSA", "Ed25519"})
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -101,10 +104,13 @@ class Keys:
         self.refreshes: deque[float] = deque()
         self.lock = trio.Lock()
 
+    def fresh(self) -> bool:
+        """Whether the key set in use was fetched, and not longer than KEYS_MAX_AGE_S ago."""
+        return self.fetched_at is not None and self.clock() - self.fetched_at <= KEYS_MAX_AGE_S
+
     async def key(self, kid: str | None) -> jwt.PyJWK | None:
         """The key `kid` names (the only key, when a token names none and the issuer has one)."""
-        stale = self.fetched_at is None or self.clock() - self.fetched_at > KEYS_MAX_AGE_S
-        if stale or (kid not in self.keys and self._may_refresh()):
+        if not self.fresh() or (kid not in self.keys and self._may_refresh()):
             seen = self.fetched_at
             async with self.lock:
                 await self._refresh(seen)
@@ -162,10 +168,12 @@ class Keys:
 class Verifier:
     """Validates an access token for one resource (its canonical URI) from one issuer."""
 
-    def __init__(self, settings: OAuthSettings, resource: str, fetch: Fetch = fetch_json) -> None:
-        self.settings, self.resource = settings, resource
+    def __init__(self, settings: OAuthSettings, resource: str, fetch: Fetch = fetch_json,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.settings, self.resource, self.wall = settings, resource, wall
         self.metadata_url = metadata_url(resource)
         self.keys = Keys(settings.issuer, fetch)
+        self.accepted: dict[bytes, tuple[Identity, float, dict[str | None, jwt.PyJWK]]] = {}
 
     def metadata(self) -> dict[str, Any]:
         """RFC 9728 protected-resource metadata."""
@@ -175,8 +183,23 @@ class Verifier:
             document["scopes_supported"] = list(self.settings.scopes)
         return document
 
-    async def identity(self, token: bytes) -> identity.Identity:
+    async def identity(self, token: bytes) -> Identity:
         """The identity a valid access token carries; OAuthError saying why it is not one."""
+        digest = hashlib.sha256(token).digest()
+        known = self.accepted.get(digest)
+        if known is not None:
+            who, expires, keys = known
+            if self.wall() <= expires + LEEWAY_S and keys is self.keys.keys and self.keys.fresh():
+                return who
+            del self.accepted[digest]
+        who, expires = await self._validate(token)
+        if len(self.accepted) >= ACCEPTED:
+            del self.accepted[next(iter(self.accepted))]
+        self.accepted[digest] = (who, expires, self.keys.keys)
+        return who
+
+    async def _validate(self, token: bytes) -> tuple[Identity, float]:
+        """The identity of a token checked from scratch, and its `exp`."""
         text = token.decode("ascii", "replace")
         try:
             header = jwt.get_unverified_header(text)
@@ -196,8 +219,9 @@ class Verifier:
                                 leeway=LEEWAY_S, options={"require": ["exp", "iss", "aud", "sub"]})
         except jwt.PyJWTError as exc:
             raise OAuthError(str(exc)) from None
-        return identity.oauth(self.settings.issuer, str(claims["sub"]), _names(claims.get("scope", claims.get("scp"))),
-                              _names(claims.get("groups")))
+        who = identity.oauth(self.settings.issuer, str(claims["sub"]), _names(claims.get("scope", claims.get("scp"))),
+                             _names(claims.get("groups")))
+        return who, float(claims["exp"])
 
 
 def _names(value: Any) -> frozenset[str]:
