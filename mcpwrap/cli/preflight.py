@@ -108,6 +108,8 @@ def http_files(remote: Any) -> None:
 
     if remote.token_file is not None:
         token_file(remote.token_file)
+    if remote.oauth_client is not None:
+        token_file(remote.oauth_client, "--oauth-client-file")
     for option, path, what in (("--certfile", remote.certfile, "the PEM certificate chain"),
                                ("--keyfile", remote.keyfile, "the PEM private key of --certfile")):
         if path is not None:

@@ -24,17 +24,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from tests.blackbox.http.test_oauth_provider import REDIRECT, user_agent
+from tests.blackbox.http.test_oauth_provider import REDIRECT, TOOLS, user_agent
 from tests.blackbox.http.test_oauth_provider import provider  # noqa: F401 (the fixture)
 from tests.harness import HANG_S
 from tests.blackbox.sdk.test_ts_client import TS_DIR, needs_node, needs_sdk
 from tests.blackbox.sdk.test_ts_content import run_client
 from tests.httpharness import HttpServer
 
-TOOLS = ('[tools.hello]\ncommand = ["echo", "hello"]\n'
-         '[tools.deploy]\ncommand = ["sh", "-c", "echo run >> \\"$1\\"", "sh", "{path}"]\n'
-         'args.path = { type = "string" }\nallow = ["scope:deploy"]\n'
-         '[tools.bobs]\ncommand = ["echo", "bob"]\nallow = ["user:bob"]\n')
 needs_provider = pytest.mark.skipif(not (TS_DIR / "node_modules" / "oidc-provider").exists(),
                                     reason="needs `npm ci --prefix tests/ts`")
 
