@@ -110,6 +110,9 @@ def http_files(remote: Any) -> None:
         token_file(remote.token_file)
     if remote.oauth_client is not None:
         token_file(remote.oauth_client, "--oauth-client-file")
+        if http_gate.TokenFile(remote.oauth_client).current()[0].name is None:
+            fail(f"--oauth-client-file {remote.oauth_client}: give one line CLIENT_ID: SECRET (the client the issuer "
+                 "lets introspect tokens)", EXIT_CONFIG)
     for option, path, what in (("--certfile", remote.certfile, "the PEM certificate chain"),
                                ("--keyfile", remote.keyfile, "the PEM private key of --certfile")):
         if path is not None:

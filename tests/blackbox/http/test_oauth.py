@@ -32,6 +32,7 @@ from mcpwrap.serve import oauth
 from tests.harness import HANG_S
 from tests.httpharness import HttpServer
 from tests.blackbox.http.test_identity_binding import Client
+from tests.blackbox.cli.test_flags import refused
 
 
 class Issuer:
@@ -291,3 +292,16 @@ def test_an_accepted_token_is_remembered_until_its_exp_or_a_key_set_refresh(issu
     verifier.keys.clock = lambda: monotonic() + oauth.KEYS_MAX_AGE_S + 1   # the key set is due for a refresh
     identity()
     assert len(checks) == 3 and issuer.fetches == fetched + 1
+
+
+@pytest.mark.parametrize(("content", "fix"), [("unnamed-secret-0123456789\n", "CLIENT_ID: SECRET"),
+                                              ("rs: short\n", "at least 16 characters")])
+def test_serve_refuses_an_oauth_client_file_it_cannot_introspect_with(issuer: Issuer, tmp_path: Path,
+                                                                      content: str, fix: str) -> None:
+    tools, client = tmp_path / "tools.toml", tmp_path / "client"
+    tools.write_text(TOOLS)
+    client.write_text(content)
+    client.chmod(0o600)
+    said = refused("serve", str(tools), "--http", "127.0.0.1:0", "--secret-file", str(tmp_path / "secret"),
+                   "--oauth-issuer", issuer.url, "--oauth-client-file", str(client))
+    assert "--oauth-client-file" in said and fix in said, said
