@@ -17,6 +17,10 @@ bytes, https only but for loopback hosts), then cached: a token naming a `kid` t
 them again (the issuer rotated), at most REFRESH_BURST times per REFRESH_WINDOW_S whatever tokens
 arrive, one fetch at a time; the set fetched replaces the cache, so a key the issuer removed is refused
 from then on; a set older than KEYS_MAX_AGE_S is fetched again before use. Never a fetch per request.
+A token once accepted is remembered (by its SHA-256, at most ACCEPTED, the oldest forgotten first) with
+its identity, and accepted again without a second check while its `exp` (with LEEWAY_S) is to come and
+the key set it was checked against is the one in use and not due for a fetch: a fetched set forgets
+every token checked against the one before, so a removed key's tokens are refused.
 
 A token that is no JWT is opaque: with client credentials (`--oauth-client-file`) mcpwrap asks the
 issuer's RFC 7662 `introspection_endpoint` (from its metadata; HTTP Basic client authentication, at
