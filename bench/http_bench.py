@@ -56,8 +56,8 @@ def stdio_latencies(tmp: Path, calls: int) -> list[float]:
     return took
 
 
-def http_server(tmp: Path) -> tuple[subprocess.Popen[bytes], str, int]:
-    proc = serve(tmp, "--http", "127.0.0.1:0")
+def http_server(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str, int]:
+    proc = serve(tmp, "--http", "127.0.0.1:0", *extra)
     assert proc.stderr
     while True:
         line = proc.stderr.readline().decode()

@@ -88,6 +88,9 @@ COMMANDS: dict[tuple[str, ...], Command] = {
              "name in aud (default: the loopback address served, e.g. http://127.0.0.1:8000/mcp).", "URL"),
         _opt("oauth_scope", "--oauth-scope", "With --oauth-issuer: a scope every access token must carry (else 403 "
              "insufficient_scope); repeatable.", "SCOPE", many=True),
+        _opt("oauth_client_file", "--oauth-client-file", "With --oauth-issuer: accept opaque access tokens too, asking "
+             "the issuer's RFC 7662 introspection endpoint as the client of this 0600 file's line CLIENT_ID: SECRET.",
+             "PATH"),
         _opt("allowed_origin", "--allowed-origin", "With --http: a browser Origin that may call (e.g. https://app.example); "
              "repeatable; default: loopback origins only.", "ORIGIN", many=True),
         _opt("insecure_no_auth", "--insecure-no-auth", "With --http: allow a non-loopback address without --token-file "

@@ -108,6 +108,13 @@ def http_files(remote: Any) -> None:
 
     if remote.token_file is not None:
         token_file(remote.token_file)
+    if remote.oauth_client is not None:
+        readable_file(remote.oauth_client, "--oauth-client-file",
+                      "create it, mode 0600, with one line CLIENT_ID: SECRET (the client the issuer lets introspect tokens)")
+        token_file(remote.oauth_client, "--oauth-client-file")
+        if http_gate.TokenFile(remote.oauth_client).current()[0].name is None:
+            fail(f"--oauth-client-file {remote.oauth_client}: give one line CLIENT_ID: SECRET (the client the issuer "
+                 "lets introspect tokens)", EXIT_CONFIG)
     for option, path, what in (("--certfile", remote.certfile, "the PEM certificate chain"),
                                ("--keyfile", remote.keyfile, "the PEM private key of --certfile")):
         if path is not None:

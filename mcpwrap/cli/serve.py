@@ -17,7 +17,7 @@ from mcpwrap.cli.common import (EXIT_CONFIG, EXIT_USAGE, UsageError, fail, note,
                                 state_path)
 from mcpwrap.cli.inline import inline_tools, tools_config
 
-HTTP_ONLY = ("--token-file, --oauth-issuer, --resource-uri, --oauth-scope, --allowed-origin, --insecure-no-auth, "
+HTTP_ONLY = ("--token-file, --oauth-issuer, --resource-uri, --oauth-scope, --oauth-client-file, --allowed-origin, --insecure-no-auth, "
              "--rate, --certfile, --keyfile, --body-timeout and --send-timeout apply only with --http")
 
 
@@ -26,7 +26,8 @@ def serve(file: str | None, inline: list[str], describe: list[str], print_toml: 
           exclude: list[str], http: str | None, token_file: str | None, allowed_origin: list[str],
           insecure_no_auth: bool, rate: str | None, certfile: str | None, keyfile: str | None,
           body_timeout: str | None, send_timeout: str | None, oauth_issuer: str | None = None,
-          resource_uri: str | None = None, oauth_scope: list[str] | None = None, audit: str | None = None) -> NoReturn:
+          resource_uri: str | None = None, oauth_scope: list[str] | None = None, audit: str | None = None,
+          oauth_client_file: str | None = None) -> NoReturn:
     """The `serve` command line: the HTTP options checked together, then `serve_command`."""
     from mcpwrap.config.model import OAuthSettings, Toolset
 
@@ -40,17 +41,18 @@ def serve(file: str | None, inline: list[str], describe: list[str], print_toml: 
         raise SystemExit(0)
     remote = None
     if http is None and (token_file or allowed_origin or insecure_no_auth or rate or certfile or keyfile
-                         or body_timeout or send_timeout or oauth_issuer or resource_uri or oauth_scope):
+                         or body_timeout or send_timeout or oauth_issuer or resource_uri or oauth_scope
+                         or oauth_client_file):
         raise UsageError(HTTP_ONLY)
-    if oauth_issuer is None and (resource_uri or oauth_scope):
-        raise UsageError("--resource-uri and --oauth-scope go with --oauth-issuer")
+    if oauth_issuer is None and (resource_uri or oauth_scope or oauth_client_file):
+        raise UsageError("--resource-uri, --oauth-scope and --oauth-client-file go with --oauth-issuer")
     if http is not None:
         _need_hypercorn()
         from mcpwrap.serve import http_gate
         try:
             oauth = OAuthSettings(oauth_issuer, resource_uri, tuple(names(oauth_scope or []))) if oauth_issuer else None
             remote = http_gate.http_options(http, token_file, allowed_origin, insecure_no_auth, rate, certfile, keyfile,
-                                            body_timeout, send_timeout, oauth)
+                                            body_timeout, send_timeout, oauth, oauth_client_file)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         preflight.http_files(remote)

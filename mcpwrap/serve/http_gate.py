@@ -69,6 +69,7 @@ class HttpOptions:
     body_timeout_s: float = BODY_TIMEOUT_S
     send_timeout_s: float = SEND_TIMEOUT_S
     oauth: OAuthSettings | None = None    # --oauth-issuer, --resource-uri, --oauth-scope (else [server]'s)
+    oauth_client: Path | None = None      # --oauth-client-file: `CLIENT_ID: SECRET` for RFC 7662 introspection
 
     @property
     def loopback(self) -> bool:
@@ -114,7 +115,8 @@ def parse_timeout(text: str, flag: str) -> float:
 
 def http_options(address: str, token_file: str | None, origins: list[str], insecure: bool, rate: str | None = None,
                  certfile: str | None = None, keyfile: str | None = None, body_timeout: str | None = None,
-                 send_timeout: str | None = None, oauth: OAuthSettings | None = None) -> HttpOptions:
+                 send_timeout: str | None = None, oauth: OAuthSettings | None = None,
+                 oauth_client: str | None = None) -> HttpOptions:
     """The --http options as given on the command line (ValueError for a malformed one)."""
     host, port = parse_address(address)
     if (certfile is None) != (keyfile is None):
@@ -129,7 +131,7 @@ def http_options(address: str, token_file: str | None, origins: list[str], insec
                        keyfile=Path(keyfile) if keyfile else None,
                        body_timeout_s=parse_timeout(body_timeout, "--body-timeout") if body_timeout else BODY_TIMEOUT_S,
                        send_timeout_s=parse_timeout(send_timeout, "--send-timeout") if send_timeout else SEND_TIMEOUT_S,
-                       oauth=oauth)
+                       oauth=oauth, oauth_client=Path(oauth_client) if oauth_client else None)
 
 
 def with_oauth(options: HttpOptions, configured: OAuthSettings | None) -> HttpOptions:
@@ -286,7 +288,9 @@ class Gate:
         """`resource`: this server's canonical URI, which OAuth access tokens must name in `aud`."""
         self.http = http
         self.tokens = TokenFile(http.token_file) if http.token_file is not None else None
-        self.oauth = Verifier(http.oauth, resource) if http.oauth is not None and resource is not None else None
+        self.client = TokenFile(http.oauth_client) if http.oauth_client is not None else None
+        self.oauth = (Verifier(http.oauth, resource, client=self._client if self.client else None)
+                      if http.oauth is not None and resource is not None else None)
         self.rates = RateLimit(http.rate, http.burst) if http.rate is not None else None
         self.transit = InTransit()
 
@@ -315,6 +319,17 @@ class Gate:
                 return who
         return binding.unauthorized("invalid_token" if "authorization" in headers else None, metadata,
                                     self.oauth.settings.scopes if self.oauth is not None else (), reason)
+
+    def _client(self) -> tuple[str, str]:
+        """The client id and secret of --oauth-client-file's first line (re-read when it changes)."""
+        assert self.client is not None
+        try:
+            first = self.client.current()[0]
+        except (OSError, signing.SecretFileError) as exc:
+            raise OAuthError(f"cannot read --oauth-client-file: {exc}") from None
+        if first.name is None:
+            raise OAuthError(f"{self.client.path}: give the client's credentials as CLIENT_ID: SECRET")
+        return first.name, first.secret.decode()
 
     def _tokens(self) -> list[binding.Token]:
         assert self.tokens is not None

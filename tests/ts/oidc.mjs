@@ -2,11 +2,15 @@
 // Resource indicators (RFC 8707) mint JWT access tokens whose `aud` is the resource asked for, with
 // the scopes granted; a public client uses authorization_code + PKCE. The interaction signs in the
 // account named by argv[2] and grants what was asked, so the test drives the flow over HTTP alone.
-// Prints the issuer URL on stdout once listening.
+// argv[3] `opaque` mints opaque access tokens instead, for RFC 7662 introspection, which the
+// confidential client `mcpwrap-rs` (secret RS_SECRET) may call. Prints the issuer URL on stdout once
+// listening.
 import http from 'node:http';
 import Provider from 'oidc-provider';
 
 const account = process.argv[2] || 'alice';
+const accessTokenFormat = process.argv[3] === 'opaque' ? 'opaque' : 'jwt';
+const RS_SECRET = 'mcpwrap-rs-secret-0123456789';
 const scopes = 'openid mcp deploy';
 const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -14,17 +18,20 @@ const issuer = `http://127.0.0.1:${server.address().port}`;
 
 const provider = new Provider(issuer, {
   clients: [{ client_id: 'mcpwrap-test', token_endpoint_auth_method: 'none', grant_types: ['authorization_code'],
-              response_types: ['code'], redirect_uris: ['http://127.0.0.1/callback'] }],
+              response_types: ['code'], redirect_uris: ['http://127.0.0.1/callback'] },
+            { client_id: 'mcpwrap-rs', client_secret: RS_SECRET, token_endpoint_auth_method: 'client_secret_basic',
+              grant_types: [], response_types: [], redirect_uris: [] }],
   scopes: scopes.split(' '),
   pkce: { required: () => true },
   features: {
     devInteractions: { enabled: false },
+    introspection: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: (ctx, client, oneOf) => oneOf,
       useGrantedResource: () => true,
       getResourceServerInfo: (ctx, resource) => ({ scope: 'mcp deploy', audience: resource,
-                                                   accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } } }),
+                                                   accessTokenFormat, jwt: { sign: { alg: 'RS256' } } }),
     },
   },
   findAccount: (ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),

@@ -23,13 +23,16 @@ from typing import Any
 
 import jwt
 import pytest
+import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from mcpwrap.config.model import OAuthSettings
 from mcpwrap.serve import oauth
 from tests.harness import HANG_S
 from tests.httpharness import HttpServer
 from tests.blackbox.http.test_identity_binding import Client
+from tests.blackbox.cli.test_flags import refused
 
 
 class Issuer:
@@ -264,3 +267,41 @@ def test_token_files_keep_working_beside_oauth(issuer: Issuer, tmp_path: Path) -
         assert touch(Client(server, issuer.token(resource(server))), marker).status == 200
         assert marker.read_text() == "run\nrun\n"
         _refused(server, "not-a-token-0123456789", tmp_path / "never")
+
+
+def test_an_accepted_token_is_remembered_until_its_exp_or_a_key_set_refresh(issuer: Issuer,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second request with the same token skips the signature check (the per-call cost bench/oauth_call.py
+    measures), but not past the token's `exp` nor past the key set it was checked against."""
+    audience = "http://127.0.0.1:1/mcp"
+    now = [time.time()]
+    verifier = oauth.Verifier(OAuthSettings(issuer.url, audience, ("mcp",)), audience, wall=lambda: now[0])
+    checks: list[str] = []
+    decode = jwt.decode
+    monkeypatch.setattr(oauth.jwt, "decode", lambda text, *a, **k: checks.append(text) or decode(text, *a, **k))
+    token = issuer.token(audience, exp=int(now[0]) + 300)
+
+    def identity() -> Any:
+        return trio.run(verifier.identity, token.encode())
+
+    assert identity().subject == "alice" and identity().subject == "alice" and len(checks) == 1
+    now[0] += 300 + oauth.LEEWAY_S + 1                         # past exp, by this server's clock
+    identity()                                                 # (PyJWT's clock says otherwise)
+    assert len(checks) == 2
+    fetched, monotonic = issuer.fetches, verifier.keys.clock
+    verifier.keys.clock = lambda: monotonic() + oauth.KEYS_MAX_AGE_S + 1   # the key set is due for a refresh
+    identity()
+    assert len(checks) == 3 and issuer.fetches == fetched + 1
+
+
+@pytest.mark.parametrize(("content", "fix"), [("unnamed-secret-0123456789\n", "CLIENT_ID: SECRET"),
+                                              ("rs: short\n", "at least 16 characters")])
+def test_serve_refuses_an_oauth_client_file_it_cannot_introspect_with(issuer: Issuer, tmp_path: Path,
+                                                                      content: str, fix: str) -> None:
+    tools, client = tmp_path / "tools.toml", tmp_path / "client"
+    tools.write_text(TOOLS)
+    client.write_text(content)
+    client.chmod(0o600)
+    said = refused("serve", str(tools), "--http", "127.0.0.1:0", "--secret-file", str(tmp_path / "secret"),
+                   "--oauth-issuer", issuer.url, "--oauth-client-file", str(client))
+    assert "--oauth-client-file" in said and fix in said, said
