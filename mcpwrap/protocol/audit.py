@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from mcpwrap.config.model import Tool
 from mcpwrap.protocol.argv import ArgumentError, build_argv
+from mcpwrap.result import ToolResult
 
 REDACTED = "[redacted]"
 EVENTS = ("call.start", "call.end", "confirm.asked", "confirm.answered", "refused",
@@ -85,6 +86,17 @@ def call_end(caller: Caller, request_id: Any, tool: str, exit_status: int | None
     if cancelled:
         record["cancelled"] = True
     return record
+
+
+def call_ended(caller: Caller, request_id: Any, tool: str, result: ToolResult | None, duration_s: float) -> Record:
+    """`call_end` from a call's result (a negative exit code is the signal that killed it); without
+    one, the call was cancelled."""
+    if result is None:
+        return call_end(caller, request_id, tool, None, None, duration_s, 0, False, True, cancelled=True)
+    code = result.exit_code
+    return call_end(caller, request_id, tool, code if code is None or code >= 0 else None,
+                    -code if code is not None and code < 0 else None, result.duration_s, result.bytes_out,
+                    result.truncated, result.is_error)
 
 
 def sandbox_words(tool: Tool) -> str | None:

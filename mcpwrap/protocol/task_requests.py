@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from mcpwrap.protocol import audit, calls, jsonrpc, modern, tasking
-from mcpwrap.protocol.actions import Action, Audit, Context, Send, TaskOp
+from mcpwrap.protocol.actions import Action, Context, Send, TaskOp
 from mcpwrap.protocol.server_state import ServerState
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.protocol.tools import ProtocolError, invalid_params
@@ -158,13 +158,9 @@ def _payload(core: ServerState, ctx: Context, record: TaskRecord) -> list[Action
 
 
 def changed(core: ServerState, ctx: Context, previous: TaskRecord | None, current: TaskRecord) -> list[Action]:
-    """A watched task moved: progress on the call's token, then notifications/tasks/status; one it
-    saw end is recorded in the audit trail (`task.finished`)."""
+    """A watched task moved: progress on the call's token, then notifications/tasks/status (its end
+    is in the audit trail by its supervisor's hand, whoever watches)."""
     actions: list[Action] = []
-    if core.config.audit is not None and current.terminal and (previous is None or not previous.terminal):
-        result = current.result or {}
-        actions.append(Audit(audit.task_finished(current.task_id, current.tool, current.status,
-                                                 result.get("exitCode"), bool(result.get("isError")))))
     if not core.session.open:
         return actions
     before = previous.progress if previous is not None else None

@@ -429,17 +429,9 @@ class _CallAudit:
 
     def end(self, result: Any) -> None:
         """`call.end` from the result; without one (cancelled), what is known."""
-        if self.started is None:
-            return
-        if result is None:
-            self.trail.post(audit.call_end(self.caller, self.request_id, self.tool.name, None, None,
-                                           trio.current_time() - self.started, 0, False, True, cancelled=True))
-            return
-        code = result.exit_code
-        self.trail.post(audit.call_end(self.caller, self.request_id, self.tool.name,
-                                       code if code is None or code >= 0 else None,
-                                       -code if code is not None and code < 0 else None, result.duration_s,
-                                       result.bytes_out, result.truncated, result.is_error))
+        if self.started is not None:
+            self.trail.post(audit.call_ended(self.caller, self.request_id, self.tool.name, result,
+                                             trio.current_time() - self.started))
 
 
 async def stop_on_signal(scope: trio.CancelScope, caught: Callable[[], bool] = lambda: False,

@@ -1,14 +1,18 @@
 """Starting a task's detached supervisor, and the supervisor itself (`python -m mcpwrap.tasks`).
 
 Creation (`create_task`): take a running slot in the store, write the signed
-record, spawn `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE` in a new
-session holding the slot's flock, and return; the request waits for nothing
+record, spawn `python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE [AUDIT]` in a
+new session holding the slot's flock, and return; the request waits for nothing
 else. The supervisor outlives `mcpwrap serve`. It claims the record (its pid
 and start time), verifies the record's MAC, runs the command through
 `runner.run` under trio (so process group, cgroup/tag sweep, timeout and
 output cap are the runner's), polls the record every CANCEL_POLL_S (a cancel
 there cancels the run, which kills the process group) and records progress
-and the outcome, then runs the store's collection pass if one is due. The
+and the outcome, then runs the store's collection pass if one is due. With an
+audit trail (the creating server's `[server] audit` or `--audit`, handed over as
+AUDIT) it writes the task's own lines there: `call.start` before the spawn (when
+`audit_required`, flushed, and the command refused if it cannot be), `call.end`,
+`task.finished` (the file is shared with the server's writer under its flock). The
 command starts once that interpreter has imported trio and the runner. It
 imports no jsonschema: the snapshot it runs is MAC-bound to what the server
 validated, so its schemas are not re-checked.
@@ -19,6 +23,7 @@ a task (`mcpwrap call --task`) loads neither.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -31,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpwrap.config import load as config_module
-from mcpwrap.protocol import identity, sealing
+from mcpwrap.protocol import audit, identity, sealing
 from mcpwrap.protocol.tasking import TaskRecord, new_id, valid_id
 from mcpwrap.state import signing
 from mcpwrap.state.durable import UnsafePathError
@@ -56,13 +61,16 @@ def _snapshot(config: config_module.Config) -> str | None:
         return None
 
 
-def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int) -> int:
+def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int,
+                     trail: config_module.Audit | None = None) -> int:
     """Start a supervisor (`python -m mcpwrap.tasks`, detached), holding `slot` for its life; a
     thread reaps it."""
     log = store.open_file(store.path(task_id, ".log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    handed = [] if trail is None else [json.dumps({"path": str(Path(trail.path).absolute()), "required": trail.required,
+                                                   "max_bytes": trail.max_bytes})]
     try:
         process = subprocess.Popen([sys.executable, "-m", "mcpwrap.tasks", str(store.root), task_id,
-                                    str(Path(secret_file).absolute())],
+                                    str(Path(secret_file).absolute()), *handed],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                                    start_new_session=True, close_fds=True, pass_fds=(slot,))
     finally:
@@ -85,7 +93,7 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
                               task_id=task_id, principal=principal)
         try:
-            spawn_supervisor(store, task_id, secret_file, slot)
+            spawn_supervisor(store, task_id, secret_file, slot, config.audit)
         except OSError:
             for suffix in (".json", ".log", ".lock"):
                 store.path(task_id, suffix).unlink(missing_ok=True)
@@ -149,6 +157,59 @@ class _Supervision:
                 return
 
 
+class _Trail:
+    """The task's lines in its creator's audit trail (none without one). A write that fails is a
+    line in the task's log; when the trail is required, a `call.start` that cannot be written
+    refuses the command."""
+
+    def __init__(self, settings: config_module.Audit | None, record: TaskRecord, tool: str) -> None:
+        from mcpwrap.state.audit_log import AuditLog
+
+        self.log = None if settings is None else AuditLog(settings.path, max_bytes=settings.max_bytes)
+        self.required = settings is not None and settings.required
+        self.record, self.tool = record, tool
+        self.caller = audit.Caller(record.principal or identity.LOCAL, "task")
+        self.started: float | None = None
+        self.result: ToolResult | None = None     # the command's, once it ran
+
+    def write(self, line: audit.Record) -> str | None:
+        """Append `line`; why it could not be, or None."""
+        from mcpwrap.state.audit_log import AuditError
+
+        if self.log is None:
+            return None
+        try:
+            self.log.append(line)
+        except AuditError as exc:
+            sys.stderr.write(f"mcpwrap: audit trail: {exc}\n")
+            return str(exc)
+        return None
+
+    async def start(self, argv: list[str], cwd: str, tool: config_module.Tool) -> str | None:
+        """`runner.run`'s `before_spawn`: `call.start`, or the refusal when it is required and failed."""
+        import trio
+
+        from mcpwrap.run import process as runner
+
+        line = audit.call_start(self.caller, None, tool, self.record.arguments, argv, cwd, runner.containment(),
+                                audit.sandbox_words(tool))
+        failure = await trio.to_thread.run_sync(self.write, line)
+        if failure is not None and self.required:
+            return f"not run: the audit log could not be written: {failure}"
+        self.started = time.monotonic()
+        return None
+
+    def finished(self, store: Store, result: ToolResult | None) -> None:
+        """`call.end` (when the command started) and `task.finished` with the status the store holds."""
+        if self.log is None:
+            return
+        if self.started is not None:
+            self.write(audit.call_ended(self.caller, None, self.tool, result, time.monotonic() - self.started))
+        final = store.read(self.record.task_id)
+        self.write(audit.task_finished(self.record.task_id, self.tool, final.status if final else "gone",
+                                       result.exit_code if result else None, result.is_error if result else True))
+
+
 def _load_tool(record: TaskRecord) -> tuple[config_module.Tool, config_module.Spool]:
     """The tool as validated at creation (from the snapshot), else as the file now defines it,
     and where its output beyond max_output is kept.
@@ -185,18 +246,21 @@ def _check_signature(store: Store, record: TaskRecord, secret_file: Path) -> Non
                           f"the secret {secret_file} (it was changed or forged after creation); nothing ran")
 
 
-async def supervise(store: Store, task_id: str, secret_file: Path) -> int:
+async def supervise(store: Store, task_id: str, secret_file: Path,
+                    trail: config_module.Audit | None = None) -> int:
     me = os.getpid()
     record = store.claim(task_id, me, process_start(me))
     if record is None or record.terminal or record.supervisor_pid != me:
         return 0                          # gone, finished, or someone else's
+    lines = _Trail(trail, record, record.tool)
     try:
-        return await _run(store, record, secret_file)
+        return await _run(store, record, secret_file, lines)
     finally:
         store.release(task_id)            # the slot's flock dies with this process; its name goes now
+        lines.finished(store, lines.result)
 
 
-async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
+async def _run(store: Store, record: TaskRecord, secret_file: Path, trail: _Trail) -> int:
     import trio
 
     from mcpwrap.result import error_result
@@ -222,7 +286,9 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
                     kept_by = Spool(store.root.parent / "output", kept.quota, kept.ttl_s,
                                     owner=record.principal or identity.LOCAL)   # read back by its creator only
                     result = await runner.run(tool, record.arguments, on_stderr=watch.log,
-                                              on_progress=watch.progress, spool=kept_by)
+                                              on_progress=watch.progress, spool=kept_by,
+                                              before_spawn=lambda argv, cwd: trail.start(argv, cwd, tool))
+                    trail.result = result
                 except runner.ArgumentError as exc:
                     result = error_result(f"{exc}; nothing ran")
             nursery.cancel_scope.cancel()
@@ -238,20 +304,21 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path) -> int:
     return 0
 
 
-USAGE = "usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE\n(started by mcpwrap serve)\n"
+USAGE = "usage: python -m mcpwrap.tasks STORE_DIR TASK_ID SECRET_FILE [AUDIT]\n(started by mcpwrap serve)\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     """A supervisor: run the task, then the store's collection pass if one is due."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3 or not valid_id(args[1]):
+    if len(args) not in (3, 4) or not valid_id(args[1]):
         sys.stderr.write(USAGE)
         return 2
     try:
         import trio
 
         store = Store(Path(args[0]))
-        code = trio.run(supervise, store, args[1], Path(args[2]))
+        trail = _handed_trail(args[3]) if len(args) == 4 else None
+        code = trio.run(supervise, store, args[1], Path(args[2]), trail)
         _collect(store)
         return code
     except UnsafePathError as exc:        # nothing in an unsafe store is trusted, not even to record this
@@ -259,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _handed_trail(text: str) -> config_module.Audit:
+    """The creating server's audit settings, as `spawn_supervisor` hands them over."""
+    fields = json.loads(text)
+    return config_module.Audit(Path(fields["path"]), bool(fields["required"]), fields["max_bytes"])
 
 
 def _collect(store: Store) -> None:

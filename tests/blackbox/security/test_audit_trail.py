@@ -235,3 +235,26 @@ def test_reload_to_another_audit_path_opens_the_new_file(tmp_path: Path, era: st
         s.call("tools/call", {"name": "echo", "arguments": {"msg": "two"}})
         wait_for(second, "call.end")
     assert verify(first).returncode == 0 and verify(second).returncode == 0
+
+
+def test_a_task_nobody_follows_is_in_the_trail_from_its_start_to_its_end(tmp_path: Path) -> None:
+    """The task's supervisor writes its own lines: the argv and cwd that ran (the secret redacted),
+    the call's end and `task.finished`, though the session that created it closed at once."""
+    path = tools_file(tmp_path, 'audit = "trail.log"').read_text()
+    path += ('\n[tools.job]\ndescription = "Echo, as a task"\ncommand = ["echo", "{msg}", "--password={password}"]\n'
+             'task = "always"\nargs.msg = { type = "string" }\nargs.password = { type = "string", secret = true }\n')
+    (tmp_path / "tools.toml").write_text(path)
+    trail = tmp_path / "trail.log"
+    with Server(tmp_path / "tools.toml", tmp_path) as s:
+        s.initialize("2025-11-25")
+        created = s.call("tools/call", {"name": "job", "arguments": {"msg": "hi", "password": SECRET},
+                                        "task": {"ttl": 60000}})["result"]
+        task_id = created["task"]["taskId"]
+    finished = wait_for(trail, "task.finished")[0]                   # the server is gone by now
+    assert finished["task_id"] == task_id and finished["status"] == "completed" and finished["exit_status"] == 0
+    start = next(r for r in records(trail) if r["event"] == "call.start" and r["tool"] == "job")
+    assert start["transport"] == "task" and start["argv"][-2:] == ["hi", "--password=[redacted]"]
+    assert start["cwd"] == str(tmp_path) and start["arguments"]["password"] == "[redacted]"
+    assert [r["event"] for r in records(trail)][-2:] == ["call.end", "task.finished"]
+    assert SECRET.encode() not in trail.read_bytes()
+    assert verify(trail).returncode == 0, verify(trail).stderr
