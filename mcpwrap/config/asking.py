@@ -16,10 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-try:                                 # the parser `re` itself compiles with (named sre_parse before 3.11)
-    import re._parser as sre_parse   # type: ignore[import-not-found]
-except ImportError:                  # pragma: no cover
-    import sre_parse                 # type: ignore[no-redef]
+import re._parser as sre_parse       # type: ignore[import-not-found]   # the parser `re` itself compiles with
 
 from mcpwrap.config.model import NO_DEFAULT, AskRule
 from mcpwrap.config.reader import Reader, is_table, parse_duration
