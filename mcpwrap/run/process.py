@@ -33,6 +33,7 @@ from mcpwrap.run.confine import Confinement
 from mcpwrap.run.contain import CALL_ENV, FLUSH_S, POLL_CAP_S, containment, signal_group
 from mcpwrap.run.output import Capture, OnLine, OnProgress, stderr_warning
 from mcpwrap.run.procfs import leaders, only_ours_after
+from mcpwrap.run.questions import OnQuestion, Prompts
 from mcpwrap.run.worker import Worker
 
 if TYPE_CHECKING:                   # annotations only: a call that keeps no output imports no spool
@@ -289,13 +290,14 @@ async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: t
 async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None = None,
               on_progress: OnProgress | None = None, kill_grace_s: float | None = None,
               on_warning: OnLine = stderr_warning, spool: Spool | None = None,
-              before_spawn: BeforeSpawn | None = None) -> ToolResult:
+              before_spawn: BeforeSpawn | None = None, on_question: OnQuestion | None = None) -> ToolResult:
     """Run one validated call to completion; cancellation ends all of the call's processes.
 
     `args` are as placed: defaults filled in and path arguments resolved (`run.arguments.place`),
     which is what was checked. With a `spool`, a stream that outgrows `max_output` is kept whole
     there and linked from the result. `before_spawn(argv, cwd)` is awaited last before the spawn
-    (the audit trail's `call.start`); a refusal it returns is the result, and nothing runs."""
+    (the audit trail's `call.start`); a refusal it returns is the result, and nothing runs. A tool
+    with `ask` rules gets a stdin pipe, and its questions go to `on_question` (`run.questions`)."""
     argv = build_argv(tool, args)
     if (refused := confine.refusal(tool, on_warning)) is not None:
         return error_result(refused)
@@ -307,15 +309,16 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     grace = tool.kill_grace_s if kill_grace_s is None else kill_grace_s
     started = time.monotonic()
     try:
-        call, confinement = await _start_call(tool, argv, env, stdin_data is not None, tag)
+        call, confinement = await _start_call(tool, argv, env, stdin_data is not None or bool(tool.ask), tag)
     except _NotStarted as failure:
         contain.call_ended()
         return error_result(str(failure))
-    capture = Capture(tool, spool, on_stderr, on_progress, on_warning)
+    prompts = Prompts(tool, on_question, on_warning) if tool.ask else None
+    capture = Capture(tool, spool, on_stderr, on_progress, on_warning, on_output=prompts.feed if prompts else None)
     limit_hit: list[str] = []
     timed_out = False
     try:
-        timed_out = await _supervise(call, capture, confinement, stdin_data, tool.timeout_s, grace, limit_hit)
+        timed_out = await _supervise(call, capture, confinement, stdin_data, tool.timeout_s, grace, limit_hit, prompts)
     finally:
         with trio.CancelScope(shield=True):
             links = await _wrap_up(call, capture, confinement, grace, limit_hit)
@@ -366,9 +369,10 @@ async def _start_call(tool: Tool, argv: list[str], env: dict[str, str], stdin_pi
 
 
 async def _supervise(call: _Call, capture: Capture, confinement: Confinement | None, stdin_data: bytes | None,
-                     timeout_s: float, grace_s: float, limit_hit: list[str]) -> bool:
-    """Read the call's output and feed its stdin until the leader exits, times out or hits a limit;
-    then end the call's processes. Whether it timed out."""
+                     timeout_s: float, grace_s: float, limit_hit: list[str], prompts: Prompts | None = None) -> bool:
+    """Read the call's output and feed its stdin (or answer its questions) until the leader exits, times
+    out, hits a limit or asks what nobody answers (both said in `limit_hit`); then end the call's
+    processes. Whether it timed out."""
     process = call.process
     assert process.stdout is not None and process.stderr is not None
     async with trio.open_nursery() as nursery:
@@ -377,13 +381,16 @@ async def _supervise(call: _Call, capture: Capture, confinement: Confinement | N
         if stdin_data is not None and process.stdin is not None:
             nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
         with trio.move_on_after(timeout_s) as deadline:
-            watching = None
+            watching: list[trio.CancelScope] = []
             if confinement is not None and confinement.limits is not None:
-                watching = trio.CancelScope()
-                nursery.start_soon(_watch_limits, confinement.limits, limit_hit, deadline, watching)
+                watching.append(trio.CancelScope())
+                nursery.start_soon(_watch_limits, confinement.limits, limit_hit, deadline, watching[-1])
+            if prompts is not None and process.stdin is not None:
+                watching.append(trio.CancelScope())
+                nursery.start_soon(prompts.converse, process.stdin, limit_hit, deadline, watching[-1])
             await call.exited()
-            if watching is not None:
-                watching.cancel()
+            for scope in watching:
+                scope.cancel()
         # The leader is gone (or overran): nothing of the call may outlive it.
         if not call.end_at_once():
             with trio.CancelScope(shield=True):
