@@ -23,7 +23,6 @@ DECISION_PACKAGES = ("protocol", "config", "state")
 # This list may only shrink: give the module its own tests/unit/<package>/test_<module>.py and delete it here.
 NOT_YET = {
     "protocol/actions": "the action values: tests/unit/protocol/test_core.py",
-    "protocol/calls": "tools/call decisions: tests/unit/protocol/test_core.py, test_asking.py",
     "protocol/content": "content rendering: tests/unit/protocol/test_core.py",
     "protocol/jsonrpc": "framing: tests/unit/protocol/test_core_properties.py, tests/unit/serve/test_driver.py",
     "protocol/safety_net": "tests/blackbox/stdio/test_safety_nets.py",
