@@ -119,7 +119,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         Param("arguments", "Arguments as one JSON object.", metavar="[JSON]"), *INLINE,
         _opt("arg", "--arg -a", "The raw text for a string argument, JSON for any other type; repeatable.", "NAME=VALUE", many=True),
         OUTPUT,
-        _opt("yes", "--yes -y", "Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
+        _opt("yes", "--yes -y", "Answer yes to the tool's confirmation (needed when stdin is not a terminal), "
+             "and to the yes/no questions the command asks while it runs."),
+        _opt("answer", "--answer", "Answer the next question the command asks while it runs; repeatable.", "VALUE",
+             many=True),
         _opt("task", "--task", "Run it as a durable task, as `serve` does for a client: the id goes to stderr, then the outcome as `tasks result --wait` prints it."),
         _opt("no_wait", "--no-wait", "With --task: print the task id on stdout and return at once."),
         STATE_DIR, SECRET_FILE, _opt("as_json", "--json", "Print the whole result as JSON."))),
