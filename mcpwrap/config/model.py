@@ -129,6 +129,7 @@ class Tool:
     ask: tuple[AskRule, ...] = ()      # the questions it may ask while it runs (it gets a stdin pipe then)
     ask_timeout_s: float = 300.0       # one question unanswered this long ends the call
     ask_quiet_s: float = 0.2           # output still this long after a prompt makes it a question
+    tty: bool = False                  # stdin and stdout a pseudo-terminal (programs that prompt only on one)
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:

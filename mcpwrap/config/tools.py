@@ -49,7 +49,7 @@ CONFINEMENT_KEYS = {"sandbox", "limits", "env_inherit"}
 TOOL_KEYS = {"title", "description", "command", "shell", "args", "cwd", "env", "timeout",
              "max_output", "output", "output_schema", "annotations", "stdin", "success_codes",
              "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace", "allow",
-             "ask", "ask_timeout", "ask_quiet"} | CONFINEMENT_KEYS
+             "ask", "ask_timeout", "ask_quiet", "tty"} | CONFINEMENT_KEYS
 SANDBOX_KEYS = {"read", "write", "network", "system", "required"}
 LIMIT_KEYS = {"memory", "cpu", "processes", "open_files", "file_size", "required"}
 PATH_PLACEHOLDERS = ("cwd", "home")
@@ -115,8 +115,10 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     stdin_arg = r.typed(t, key, "stdin", str)
     if stdin_arg is not None and stdin_arg not in {a.name for a in args}:
         r.problem(key + ("stdin",), f"stdin names '{stdin_arg}', which is not an argument of '{name}'")
-    if stdin_arg is not None and t.get("ask"):
-        r.problem(key + ("ask",), "a tool with 'ask' writes answers to stdin, so it cannot also take 'stdin'")
+    for conflict in ("ask", "tty"):
+        if stdin_arg is not None and t.get(conflict):
+            r.problem(key + (conflict,), f"a tool with '{conflict}' cannot also take 'stdin' (an argument's value ends "
+                      "with the end of stdin; answers go there while it runs)")
     confirm = r.typed(t, key, "confirm", str)
     if confirm is not None:
         check_placeholders(r, key + ("confirm",), confirm, {a.name for a in args})
@@ -161,6 +163,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         ask=read_ask(r, t, key),
         ask_timeout_s=ask_timeout_s,
         ask_quiet_s=ask_quiet_s,
+        tty=r.typed(t, key, "tty", bool, False),
     )
 
 

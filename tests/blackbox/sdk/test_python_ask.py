@@ -52,7 +52,8 @@ def call(tmp_path: Path, tool: str, answers: list[Any] | None) -> tuple[types.Ca
 
 
 @pytest.mark.parametrize(("tool", "answer", "received"), [("apply", True, b"yes\n"), ("apply", False, b"no\n"),
-                                                          ("upgrade", True, b"Y\n")])
+                                                          ("upgrade", True, b"Y\n"),
+                                                          ("confirm_tty", False, b"n\n")])
 def test_a_yes_no_question_is_answered_through_the_elicitation_callback(tmp_path: Path, tool: str, answer: bool,
                                                                         received: bytes) -> None:
     result, seen, got = call(tmp_path, tool, [answer])

@@ -126,3 +126,17 @@ ask = [{ prompt = 'Enter a value: $', message = "?" }]
 """)
     result, asked = run(config.load(path).tool("t"), [])
     assert asked == [] and result.text == "Enter a value: not a question\n" and not result.is_error
+
+
+def test_with_tty_a_program_that_prompts_only_on_a_terminal_is_answered(tmp_path: Path) -> None:
+    path = tmp_path / "tty.toml"
+    path.write_text("""[tools.t]
+shell = '''[ -t 0 ] && [ -t 1 ] || { echo 'not a terminal'; exit 9; }; printf 'Continue? '; IFS= read -r v; printf 'got [%s]\\n' "$v"'''
+tty = true
+ask_quiet = "50ms"
+ask = [{ prompt = 'Continue\\? $', message = "Continue?", answer = { type = "boolean" }, send = { true = "y\\n", false = "n\\n" } }]
+""")
+    result, asked = run(config.load(path).tool("t"), [True])
+    assert not result.is_error, result.text
+    assert result.text == "Continue? got [y]\n"              # no echo of the answer, no CR before LF
+    assert [q.prompt for q in asked] == ["Continue? "]
