@@ -39,6 +39,7 @@ class Asked:
     rule: AskRule
     prompt: str
     shown: str = ""
+    tool: str = ""                        # the tool whose command asked
 
     @property
     def text(self) -> str:

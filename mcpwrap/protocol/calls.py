@@ -177,18 +177,19 @@ def _asked_audit(core: ServerState, pending: asking.Pending, question: asking.Qu
 
 def question_asked(core: ServerState, ctx: Context, token: int, asked: answers.Asked) -> list[Action]:
     """A running call's question: to the client as `elicitation/create`, or nobody can be asked."""
+    audited = core.audited(ctx, audit.question_asked, asked.tool, asked.prompt, asked.rule.message)
     if (ctx.modern or ctx.id not in core.inflight or not ctx.rev.has("elicitation.server_request")
             or not asking.can_ask(ctx.capabilities)):
-        return [AnswerQuestion(token)]
+        return [*audited, *core.audited(ctx, audit.question_answered, asked.tool, "nobody"), AnswerQuestion(token)]
     ask_id = next(core.ask_ids)
-    core.questions[ask_id] = (ctx, token)
+    core.questions[ask_id] = (ctx, token, asked.tool)
     request = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create", "params": asked.request()["params"]}
-    return core.to_client(ctx, ("ask", ask_id), request)
+    return [*audited, *core.to_client(ctx, ("ask", ask_id), request)]
 
 
 def question_over(core: ServerState, token: int) -> list[Action]:
     """The call no longer waits for its question `token`: it is withdrawn, if it is still out."""
-    key = next((key for key, (_, waiting) in core.questions.items() if waiting == token), None)
+    key = next((key for key, (_, waiting, _) in core.questions.items() if waiting == token), None)
     if key is None:
         return []
     del core.questions[key]
@@ -196,11 +197,14 @@ def question_over(core: ServerState, token: int) -> list[Action]:
 
 
 def _question_answered(core: ServerState, key: str, response: Response) -> list[Action]:
-    _, token = core.questions.pop(key)
+    ctx, token, tool = core.questions.pop(key)
+    action = (response.result or {}).get("action") if response.error is None else "error"
+    audited = core.audited(ctx, audit.question_answered, tool, action if action in ("accept", "decline", "cancel") else "error")
     if response.error is not None:
-        return [AnswerQuestion(token, refusal=f"the client could not ask the user: {response.error.get('message', 'error')}")]
+        message = response.error.get("message", "error")
+        return [*audited, AnswerQuestion(token, refusal=f"the client could not ask the user: {message}")]
     ok, value = answers.from_elicitation(response.result or {})
-    return [AnswerQuestion(token, value) if ok else AnswerQuestion(token, refusal=value)]
+    return [*audited, AnswerQuestion(token, value) if ok else AnswerQuestion(token, refusal=value)]
 
 
 def answered(core: ServerState, response: Response) -> list[Action]:

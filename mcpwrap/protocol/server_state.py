@@ -106,7 +106,7 @@ class ServerState:
         self.inflight: dict[RequestId, Context] = {}
         self.listens: dict[RequestId, dict[str, Any]] = {}
         self.asks: dict[str, asking.Pending] = {}
-        self.questions: dict[str, tuple[Context, int]] = {}   # our elicitation id -> a running call's question
+        self.questions: dict[str, tuple[Context, int, str]] = {}   # our elicitation id -> a running call's question
         self.resolving: dict[RequestId, asking.Pending] = {}   # calls whose paths the driver is resolving
         self.ask_ids = (f"mcpwrap-ask-{n}" for n in itertools.count(1))
         self.batches: dict[RequestId, BatchState] = {}

@@ -66,7 +66,7 @@ class Prompts:
                 if found:
                     before = self.recent.decode("utf-8", "replace")
                     before = before[:-len(line)] if before.endswith(line) else before
-                    return Asked(rule, line, shown(before, rule.show))
+                    return Asked(rule, line, shown(before, rule.show), self.tool.name)
         return None
 
     async def _quiet(self) -> None:
@@ -115,3 +115,5 @@ class Prompts:
                     await stdin.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return                              # the command closed its stdin: no more answers
+                if self.seen == self.asked_at:          # the answer ends the line it answered, as on a terminal
+                    self.unfinished = {"stdout": b"", "stderr": b""}

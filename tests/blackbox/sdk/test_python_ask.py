@@ -4,6 +4,7 @@ byte (tests/fixtures/ask.toml: each command writes the line it received to a fil
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ def params(tmp_path: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "mcpwrap", "serve", str(FIXTURE), "--secret-file", str(tmp_path / "secret"),
-              "--state-dir", str(tmp_path / "state")],
+              "--state-dir", str(tmp_path / "state"), "--audit", str(tmp_path / "audit.jsonl")],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
         cwd=str(ROOT))
 
@@ -88,3 +89,13 @@ def test_a_client_that_cannot_be_asked_gets_an_error_quoting_the_question(tmp_pa
     assert got == b"" and result.is_error
     assert "the command asked 'Enter a value:' (Terraform asks: apply this plan?) and nobody could be asked" \
         in text_of(result)
+
+
+def test_questions_count_in_the_audit_trail_never_their_answers(tmp_path: Path) -> None:
+    call(tmp_path, "migrate", ["prod", "secret-name"])
+    call(tmp_path, "apply", None)
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    asked = [(r["tool"], r["prompt"]) for r in lines if r["event"] == "question.asked"]
+    assert asked == [("migrate", "Environment [dev/prod]: "), ("migrate", "Release name: "), ("apply", "  Enter a value: ")]
+    assert [r["answer"] for r in lines if r["event"] == "question.answered"] == ["accept", "accept", "nobody"]
+    assert "secret-name" not in (tmp_path / "audit.jsonl").read_text()

@@ -140,3 +140,8 @@ ask = [{ prompt = 'Continue\\? $', message = "Continue?", answer = { type = "boo
     assert not result.is_error, result.text
     assert result.text == "Continue? got [y]\n"              # no echo of the answer, no CR before LF
     assert [q.prompt for q in asked] == ["Continue? "]
+
+
+def test_the_next_prompt_is_seen_on_its_own_not_after_the_answered_one(tmp_path: Path) -> None:
+    _, asked = run(tools(tmp_path).tool("migrate"), ["dev", "x"])
+    assert [q.prompt for q in asked] == ["Environment: ", "Name: "]
