@@ -117,6 +117,7 @@ class TaskOp:
     cursor: str | None = None
     once: Once | None = None              # "create" from an accepted requestState: as `StartCall.once`
     ttl_ms: int | None = None             # create: the ttl granted (the client's, clamped to the tool's)
+    askable: bool = False                 # create: a question the command asks may park it in input_required
 
 
 @dataclass(frozen=True)

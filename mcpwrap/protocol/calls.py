@@ -112,7 +112,8 @@ def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
         return [ResolvePaths(ctx, pending.tool, step.arguments)]
     if pending.as_task:
         return [TaskOp(ctx, "create", tool=pending.tool, arguments=step.arguments, once=pending.state,
-                       ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool))]
+                       ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool),
+                       askable=ctx.modern and asking.can_ask(ctx.capabilities))]
     return [StartCall(ctx, pending.tool, step.arguments, pending.state)]
 
 
