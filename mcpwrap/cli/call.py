@@ -280,9 +280,11 @@ def _on_question(answers: list[str], yes: bool) -> Callable[[Any], Awaitable[Any
     async def on_question(asked: Any) -> Any:
         import trio
 
+        from mcpwrap.protocol.answers import typed
+
         kind = asked.rule.answer.get("type")
         if answers:
-            return _typed(kind, answers.pop(0))
+            return typed(kind, answers.pop(0))
         if yes and kind == "boolean":
             return True
         if not sys.stdin.isatty():
@@ -291,20 +293,9 @@ def _on_question(answers: list[str], yes: bool) -> Callable[[Any], Awaitable[Any
     return on_question
 
 
-def _typed(kind: str | None, text: str) -> Any:
-    """An answer typed as text, as its rule's type (left as text when it is not one: the runner refuses it)."""
-    if kind == "boolean" and text.strip().lower() in ("y", "yes", "true", "n", "no", "false"):
-        return text.strip().lower() in ("y", "yes", "true")
-    if kind in ("integer", "number"):
-        try:
-            return int(text) if kind == "integer" else float(text)
-        except ValueError:
-            return text
-    return text
-
-
 def _ask_running(asked: Any) -> Any:
     """Ask the running command's question on the terminal until the answer fits its rule; None at end of input."""
+    from mcpwrap.protocol.answers import typed
     from mcpwrap.protocol.arguments import value_problems
 
     schema = asked.rule.answer
@@ -315,7 +306,7 @@ def _ask_running(asked: Any) -> Any:
         line = sys.stdin.readline()
         if not line:
             return None
-        value = _typed(schema["type"], line.rstrip("\n"))
+        value = typed(schema["type"], line.rstrip("\n"))
         problems = value_problems(schema, value)
         if not problems:
             return value

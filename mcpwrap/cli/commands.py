@@ -160,6 +160,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         *WHERE, STATE_DIR, _opt("wait", "--wait", "Wait until the task has finished."), OUTPUT, AS_JSON), loose=True),
     ("tasks", "cancel"): Command("Cancel a running task (its command's process group is killed); exit 1 if it had finished.",
                                  tasks.tasks_cancel, (*WHERE, STATE_DIR, AS_JSON), loose=True),
+    ("tasks", "answer"): Command("Answer the question a task asks while it runs (status input_required), as a "
+                                 "client's tasks/update would; without --answer, print the question.", tasks.tasks_answer,
+                                 (*WHERE, STATE_DIR, _opt("answer", "--answer", "The answer (y/n for a yes/no question).",
+                                                          "VALUE"), AS_JSON), loose=True),
     ("tasks", "gc"): Command("Remove expired tasks (their ttl has passed) and stale leftovers.", tasks.tasks_gc, (_file(), STATE_DIR, AS_JSON)),
     ("audit", "verify"): Command("Check the hash chain of an audit file and its rotated predecessors (FILE.N ... FILE.1); "
                                  "exit 1 naming the first line that fails, 5 when only the last line is unfinished.",

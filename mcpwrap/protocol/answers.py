@@ -85,6 +85,19 @@ def answer_bytes(rule: AskRule, value: Any) -> bytes:
     return rule.send.replace("{value}", text).encode()     # the template's own occurrences: a value is not rescanned
 
 
+def typed(kind: Any, text: str) -> Any:
+    """An answer typed as text (a terminal, a command line), as its schema's type: y/yes/true and
+    n/no/false for a boolean, a number for a number; left as text when it is not one (the check refuses it)."""
+    if kind == "boolean" and text.strip().lower() in ("y", "yes", "true", "n", "no", "false"):
+        return text.strip().lower() in ("y", "yes", "true")
+    if kind in ("integer", "number"):
+        try:
+            return int(text) if kind == "integer" else float(text)
+        except ValueError:
+            return text
+    return text
+
+
 def from_elicitation(result: Mapping[str, Any]) -> tuple[bool, Any]:
     """An ElicitResult to this question: (True, the answer), or (False, why there is none)."""
     action = result.get("action")

@@ -78,3 +78,18 @@ def test_a_task_whose_creator_cannot_be_asked_ends_quoting_the_question(env: Env
     until(lambda: get(server, task_id)["status"] == "completed", what="the task to end")
     text = get(server, task_id)["result"]["content"][0]["text"]
     assert "the command asked 'Enter a value:' (Apply this plan?) and nobody could be asked" in text
+
+
+def test_mcpwrap_tasks_answer_answers_a_parked_task_once_from_a_shell(env: Env, tmp_path: Path) -> None:
+    out = tmp_path / "received"
+    server, task_id = parked(env, out)
+    until(lambda: get(server, task_id)["status"] == "input_required", what="the task to park")
+    asked = env.cli("answer", task_id)
+    assert asked.returncode == 2 and "Apply this plan?" in asked.stderr
+    refused = env.cli("answer", task_id, "--answer", "maybe")
+    assert refused.returncode == 2 and "does not answer the question" in refused.stderr
+    assert env.cli("answer", task_id, "--answer", "n").returncode == 0
+    again = env.cli("answer", task_id, "--answer", "y")
+    assert again.returncode == 2 and "asks nothing now" in again.stderr
+    until(lambda: get(server, task_id)["status"] == "completed", what="the task to complete")
+    assert out.read_bytes() == b"no\n"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mcpwrap.config.model import AskRule
-from mcpwrap.protocol.answers import Asked, Refused, answer_bytes, from_elicitation, shown
+from mcpwrap.protocol.answers import Asked, Refused, answer_bytes, from_elicitation, shown, typed
 
 BOOLEAN = AskRule(re.compile(r"Enter a value: $"), "Apply this plan?", {"type": "boolean"},
                   {"true": "yes\n", "false": "no\n"}, default=False)
@@ -61,3 +61,10 @@ def test_shown_keeps_the_last_lines_only() -> None:
     ({"action": "maybe"}, (False, "the answer to the question was malformed"))])
 def test_an_elicitation_result_becomes_the_answer_or_why_there_is_none(result: dict[str, Any], expected: Any) -> None:
     assert from_elicitation(result) == expected
+
+
+@pytest.mark.parametrize(("kind", "text", "value"), [("boolean", "Y", True), ("boolean", "no", False),
+                                                     ("boolean", "maybe", "maybe"), ("integer", "3", 3),
+                                                     ("number", "2.5", 2.5), ("integer", "x", "x"), ("string", "n", "n")])
+def test_an_answer_typed_as_text_becomes_its_schemas_type(kind: str, text: str, value: Any) -> None:
+    assert typed(kind, text) == value
