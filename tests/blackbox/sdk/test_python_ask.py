@@ -10,14 +10,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client import ClientRequestContext
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.blackbox.sdk.test_python import ROOT, run, text_of
 from tests.harness import HANG_S
+from tests.httpharness import HttpServer
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "ask.toml"
 
@@ -99,3 +102,21 @@ def test_questions_count_in_the_audit_trail_never_their_answers(tmp_path: Path) 
     assert asked == [("migrate", "Environment [dev/prod]: "), ("migrate", "Release name: "), ("apply", "  Enter a value: ")]
     assert [r["answer"] for r in lines if r["event"] == "question.answered"] == ["accept", "accept", "nobody"]
     assert "secret-name" not in (tmp_path / "audit.jsonl").read_text()
+
+
+def test_over_streamable_http_a_legacy_sessions_question_is_answered_too(tmp_path: Path) -> None:
+    out, seen, found = tmp_path / "received", [], []
+
+    async def on_elicit(ctx: ClientRequestContext, request: types.ElicitRequestParams) -> types.ElicitResult:
+        seen.append(request)
+        return types.ElicitResult(action="accept", content={"answer": "prod" if len(seen) == 1 else "v3"})
+
+    async def main() -> None:
+        with anyio.fail_after(2 * HANG_S):
+            async with Client(streamable_http_client(f"http://{server.host}:{server.port}{server.path}"),
+                              mode="legacy", read_timeout_seconds=HANG_S, elicitation_callback=on_elicit) as c:
+                found.append(await c.call_tool("migrate", {"out": str(out)}))
+
+    with HttpServer(FIXTURE, tmp_path) as server:
+        anyio.run(main, backend="trio")
+    assert out.read_bytes() == b"prod\nv3\n" and not found[0].is_error and len(seen) == 2
