@@ -2,14 +2,17 @@
 
 `call` asks the same decision as `serve` (`protocol.asking.next_question`) what the call still
 needs, and asks a human on the terminal instead of the client: the elicited arguments, then the
-confirmation. A user waits on it, so it imports trio and the runner only to run the command.
+confirmation; and while the command runs, the questions its `ask` rules recognise (`--answer`
+answers them in turn, `--yes` answers a yes/no one yes; without a terminal or those, the rule's
+default answers, else the call ends). A user waits on it, so it imports trio and the runner only to
+run the command.
 """
 
 from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -22,7 +25,7 @@ from mcpwrap.cli.tasks import start_task, task_outcome
 
 def call(file: str | None, tool: str | None, arguments: str | None, arg: list[str], output: str | None, yes: bool,
          task: bool, no_wait: bool, state_dir: str | None, secret_file: str | None, as_json: bool, inline: list[str],
-         describe: list[str]) -> NoReturn:
+         describe: list[str], answer: list[str] | None = None) -> NoReturn:
     """Run one tool as `serve` runs it for a client: the same checks and questions (asked here, on
     the terminal), then the command, or a durable task with `--task` or for a tool that `serve`
     runs only as one (task = "always"); output beyond max_output is kept in the same spool."""
@@ -56,7 +59,7 @@ def call(file: str | None, tool: str | None, arguments: str | None, arg: list[st
     source = [file] if file else [w for spec in inline for w in ("--tool", spec)]
     state = ["--state-dir", state_dir] if state_dir else []
     _run_call(spec, args, output_spool(config, state_dir), lambda uri: shlex.join(["mcpwrap", "read", *source, uri, *state]),
-              target, as_json)
+              target, as_json, _on_question(list(answer or []), yes))
 
 
 def list_tools(file: str | None, as_json: bool, inline: list[str], describe: list[str]) -> None:
@@ -271,8 +274,47 @@ def _call_as_task(config: Any, tool: Any, args: dict[str, Any], no_wait: bool, s
     task_outcome(store, task_id, True, target, as_json)
 
 
+def _on_question(answers: list[str], yes: bool) -> Callable[[Any], Awaitable[Any]]:
+    """The running command's questions: the next `--answer`, yes to a yes/no one with `--yes`, else
+    asked on the terminal; None (the rule's default, or the call ends) without one."""
+    async def on_question(asked: Any) -> Any:
+        import trio
+
+        from mcpwrap.protocol.answers import typed
+
+        kind = asked.rule.answer.get("type")
+        if answers:
+            return typed(kind, answers.pop(0))
+        if yes and kind == "boolean":
+            return True
+        if not sys.stdin.isatty():
+            return None
+        return await trio.to_thread.run_sync(_ask_running, asked, abandon_on_cancel=True)
+    return on_question
+
+
+def _ask_running(asked: Any) -> Any:
+    """Ask the running command's question on the terminal until the answer fits its rule; None at end of input."""
+    from mcpwrap.protocol.answers import typed
+    from mcpwrap.protocol.arguments import value_problems
+
+    schema = asked.rule.answer
+    choices = "y/n" if schema["type"] == "boolean" else "/".join(schema.get("enum", ())) or schema["type"]
+    while True:
+        sys.stderr.write(f"{asked.text}\n[{asked.prompt.strip()} {choices}]: ")
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+        if not line:
+            return None
+        value = typed(schema["type"], line.rstrip("\n"))
+        problems = value_problems(schema, value)
+        if not problems:
+            return value
+        print(f"  {'; '.join(problems)}; try again", file=sys.stderr)
+
+
 def _run_call(tool: Any, args: dict[str, Any], spool: Any, read_command: Callable[[str], str],
-              target: Path | None, as_json: bool) -> NoReturn:
+              target: Path | None, as_json: bool, on_question: Callable[[Any], Awaitable[Any]]) -> NoReturn:
     """Run the command here, its stderr (or progress) on ours, and print its result; exit 1 on a tool error.
     Output beyond max_output is kept in `spool`, as `serve` keeps it, and stderr says the `mcpwrap read`
     that reads it (`read_command` of its URI)."""
@@ -285,7 +327,7 @@ def _run_call(tool: Any, args: dict[str, Any], spool: Any, read_command: Callabl
     try:
         result = trio.run(lambda: process.run(
             tool, args, on_stderr=progress.line if progress else lambda line: print(line, file=sys.stderr),
-            on_progress=progress.update if progress else None, spool=spool))
+            on_progress=progress.update if progress else None, spool=spool, on_question=on_question))
     except process.ArgumentError as exc:
         fail(f"{exc} (nothing ran)", EXIT_USAGE)
     if progress:

@@ -122,7 +122,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         Param("arguments", "Arguments as one JSON object.", metavar="[JSON]"), *INLINE,
         _opt("arg", "--arg -a", "The raw text for a string argument, JSON for any other type; repeatable.", "NAME=VALUE", many=True),
         OUTPUT,
-        _opt("yes", "--yes -y", "Answer yes to the tool's confirmation (needed when stdin is not a terminal)."),
+        _opt("yes", "--yes -y", "Answer yes to the tool's confirmation (needed when stdin is not a terminal), "
+             "and to the yes/no questions the command asks while it runs."),
+        _opt("answer", "--answer", "Answer the next question the command asks while it runs; repeatable.", "VALUE",
+             many=True),
         _opt("task", "--task", "Run it as a durable task, as `serve` does for a client: the id goes to stderr, then the outcome as `tasks result --wait` prints it."),
         _opt("no_wait", "--no-wait", "With --task: print the task id on stdout and return at once."),
         STATE_DIR, SECRET_FILE, _opt("as_json", "--json", "Print the whole result as JSON."))),
@@ -160,6 +163,10 @@ COMMANDS: dict[tuple[str, ...], Command] = {
         *WHERE, STATE_DIR, _opt("wait", "--wait", "Wait until the task has finished."), OUTPUT, AS_JSON), loose=True),
     ("tasks", "cancel"): Command("Cancel a running task (its command's process group is killed); exit 1 if it had finished.",
                                  tasks.tasks_cancel, (*WHERE, STATE_DIR, AS_JSON), loose=True),
+    ("tasks", "answer"): Command("Answer the question a task asks while it runs (status input_required), as a "
+                                 "client's tasks/update would; without --answer, print the question.", tasks.tasks_answer,
+                                 (*WHERE, STATE_DIR, _opt("answer", "--answer", "The answer (y/n for a yes/no question).",
+                                                          "VALUE"), AS_JSON), loose=True),
     ("tasks", "gc"): Command("Remove expired tasks (their ttl has passed) and stale leftovers.", tasks.tasks_gc, (_file(), STATE_DIR, AS_JSON)),
     ("audit", "verify"): Command("Check the hash chain of an audit file and its rotated predecessors (FILE.N ... FILE.1); "
                                  "exit 1 naming the first line that fails, 5 when only the last line is unfinished.",

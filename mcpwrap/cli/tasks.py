@@ -130,6 +130,32 @@ def task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_j
     raise SystemExit(EXIT_OK if record.status == "completed" and not record.is_error else EXIT_TOOL_ERROR)
 
 
+def tasks_answer(where: str, task_id: str | None, state_dir: str | None, answer: str | None, as_json: bool) -> None:
+    """Answer the question a parked task asks (input_required), as a tasks/update would: checked against
+    its form, taken once (a question answered already, here or by a client, keeps its first answer)."""
+    from mcpwrap.protocol.answers import FIELD, typed
+    from mcpwrap.protocol.arguments import value_problems
+    from mcpwrap.tasks import views as tasks
+
+    store, task_id = _find_task(where, task_id, state_dir)
+    record = _task_record(store, task_id)
+    waiting = {k: v for k, v in (record.input_requests or {}).items() if k not in (record.input_responses or {})}
+    if record.status != "input_required" or not waiting:
+        fail(f"task {task_id} asks nothing now (it is {tasks.display_status(record)})", EXIT_USAGE)
+    key, request = next(iter(waiting.items()))
+    if answer is None:
+        fail(f"task {task_id} asks: {request['params']['message']}\ngive the answer with --answer VALUE", EXIT_USAGE)
+    schema = request["params"]["requestedSchema"]["properties"][FIELD]
+    value = typed(schema.get("type"), answer)
+    if problems := value_problems(schema, value):
+        fail(f"{answer!r} does not answer the question: {'; '.join(problems)}", EXIT_USAGE)
+    record = store.answer(task_id, {key: {"action": "accept", "content": {FIELD: value}}})
+    if as_json:
+        print_json(tasks.public_json(record))
+    else:
+        print(f"answered {task_id}")  # stdout-ok
+
+
 def _task_store(file: str, state_dir: str | None) -> Any:
     from mcpwrap.tasks import store as tasks
 

@@ -83,6 +83,20 @@ class Arg:
         return "MCP_ARG_" + self.name.upper()
 
 
+NO_DEFAULT: Any = object()              # an ask rule without `default`: a caller that cannot be asked ends the call
+
+
+@dataclass(frozen=True)
+class AskRule:
+    """One `ask` entry: what a running command's question looks like and how its answer is written back."""
+    prompt: re.Pattern[str]            # searched in the output's last, unfinished line once the command is quiet
+    message: str                       # the question the person sees
+    answer: Mapping[str, Any]          # a primitive elicitation schema (boolean, string, enum, number, integer)
+    send: str | Mapping[str, str]      # "{value}\n", or the bytes for each answer ("true"/"false", an enum value)
+    default: Any = NO_DEFAULT          # the answer when nobody can be asked
+    show: int = 0                      # last lines of output quoted in the question
+
+
 @dataclass(frozen=True)
 class Tool:
     """One `[tools.NAME]` table, every default applied: what the runner needs to run it."""
@@ -112,6 +126,10 @@ class Tool:
     limits: Limits | None = None
     env_inherit: bool | tuple[str, ...] = True   # the server's environment: all, none (PATH only), or these names
     allow: tuple[str, ...] | None = None    # who may use it over HTTP (`protocol.access`); None: anyone
+    ask: tuple[AskRule, ...] = ()      # the questions it may ask while it runs (it gets a stdin pipe then)
+    ask_timeout_s: float = 300.0       # one question unanswered this long ends the call
+    ask_quiet_s: float = 0.2           # output still this long after a prompt makes it a question
+    tty: bool = False                  # stdin and stdout a pseudo-terminal (programs that prompt only on one)
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:

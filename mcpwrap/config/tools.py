@@ -14,6 +14,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mcpwrap.config.asking import read_ask, read_ask_times
 from mcpwrap.config.model import PLACEHOLDER, SUCCESS, Arg, Limits, PathRule, Sandbox, Tool
 from mcpwrap.config.reader import TYPE_NAMES, Reader, closest, is_table, parse_duration, parse_size
 from mcpwrap.config.schema import elicitable
@@ -47,7 +48,8 @@ ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 CONFINEMENT_KEYS = {"sandbox", "limits", "env_inherit"}
 TOOL_KEYS = {"title", "description", "command", "shell", "args", "cwd", "env", "timeout",
              "max_output", "output", "output_schema", "annotations", "stdin", "success_codes",
-             "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace", "allow"} | CONFINEMENT_KEYS
+             "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace", "allow",
+             "ask", "ask_timeout", "ask_quiet", "tty"} | CONFINEMENT_KEYS
 SANDBOX_KEYS = {"read", "write", "network", "system", "required"}
 LIMIT_KEYS = {"memory", "cpu", "processes", "open_files", "file_size", "required"}
 PATH_PLACEHOLDERS = ("cwd", "home")
@@ -113,6 +115,10 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     stdin_arg = r.typed(t, key, "stdin", str)
     if stdin_arg is not None and stdin_arg not in {a.name for a in args}:
         r.problem(key + ("stdin",), f"stdin names '{stdin_arg}', which is not an argument of '{name}'")
+    for conflict in ("ask", "tty"):
+        if stdin_arg is not None and t.get(conflict):
+            r.problem(key + (conflict,), f"a tool with '{conflict}' cannot also take 'stdin' (an argument's value ends "
+                      "with the end of stdin; answers go there while it runs)")
     confirm = r.typed(t, key, "confirm", str)
     if confirm is not None:
         check_placeholders(r, key + ("confirm",), confirm, {a.name for a in args})
@@ -124,6 +130,8 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
     annotations = _read_annotations(r, t, key)
+    timeout_s = r.converted(t, key, "timeout", parse_duration, defaults["timeout"])
+    ask_timeout_s, ask_quiet_s = read_ask_times(r, t, key, timeout_s)
     return _made(
         Tool,
         name=name,
@@ -134,7 +142,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         shell=shell,
         cwd=cwd,
         env=env,
-        timeout_s=r.converted(t, key, "timeout", parse_duration, defaults["timeout"]),
+        timeout_s=timeout_s,
         max_output=r.converted(t, key, "max_output", parse_size, defaults["max_output"]),
         output=output,
         output_schema=output_schema,
@@ -152,6 +160,10 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         limits=limits_of(r, t, key, defaults["limits"]),
         env_inherit=env_inherit(r, t, key, defaults["env_inherit"]),
         allow=read_allow(r, t, key, defaults["allow"]),
+        ask=read_ask(r, t, key),
+        ask_timeout_s=ask_timeout_s,
+        ask_quiet_s=ask_quiet_s,
+        tty=r.typed(t, key, "tty", bool, False),
     )
 
 

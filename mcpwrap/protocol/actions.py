@@ -1,7 +1,7 @@
 """What `Core` hands its driver: the request's `Context`, and the actions the driver carries out.
 
 Pure data: each action is a frozen dataclass the driver performs (`Send` a message, log a line, resolve
-a call's path arguments, start or cancel a call, a timer, a task-store operation, a resource read, a
+a call's path arguments, start or cancel a call, answer a running call's question, a timer, a task-store operation, a resource read, a
 prompt, a completion, an audit record) and whose outcome it reports back through the matching `Core` method.
 """
 
@@ -117,6 +117,7 @@ class TaskOp:
     cursor: str | None = None
     once: Once | None = None              # "create" from an accepted requestState: as `StartCall.once`
     ttl_ms: int | None = None             # create: the ttl granted (the client's, clamped to the tool's)
+    askable: bool = False                 # create: a question the command asks may park it in input_required
 
 
 @dataclass(frozen=True)
@@ -151,10 +152,20 @@ class Audit:
 
 
 @dataclass(frozen=True)
+class AnswerQuestion:
+    """Wake the running call waiting on question `token` (`Core.question_asked`) with its outcome: the
+    answer `value`, or the `refusal` that ends the call (declined, cancelled, malformed); neither when
+    nobody can be asked (the rule's default, if any, answers then)."""
+    token: int
+    value: Any = None
+    refusal: str | None = None
+
+
+@dataclass(frozen=True)
 class StopComplete:
     """Every request waiting on this run was cancelled: stop its command."""
     run: int
 
 
 Action: TypeAlias = (Send | ResolvePaths | StartCall | CancelCall | StartTimer | CancelTimer | Stderr | TaskOp
-                     | ReadResource | GetPrompt | Complete | StopComplete | Audit)
+                     | ReadResource | GetPrompt | Complete | StopComplete | Audit | AnswerQuestion)

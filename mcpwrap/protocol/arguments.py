@@ -139,3 +139,13 @@ def argument_problems(tool: Tool, arguments: Any, ignore_missing: Set[str] = fro
     if not isinstance(arguments, Mapping):
         return ["arguments must be a JSON object"]
     return _check(tool, frozenset(ignore_missing)).problems(arguments)
+
+
+def value_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
+    """Why one value does not fit one schema (an `ask` rule's answer); empty when it does. The plain
+    check first, jsonschema (which words the problems) when it does not pass."""
+    if plain_fits(schema, value):
+        return []
+    from jsonschema import Draft202012Validator
+
+    return [error.message for error in Draft202012Validator(dict(schema)).iter_errors(value)]

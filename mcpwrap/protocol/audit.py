@@ -19,8 +19,8 @@ from mcpwrap.protocol.argv import ArgumentError, build_argv
 from mcpwrap.result import ToolResult
 
 REDACTED = "[redacted]"
-EVENTS = ("call.start", "call.end", "confirm.asked", "confirm.answered", "refused",
-          "task.created", "task.cancelled", "task.finished")
+EVENTS = ("call.start", "call.end", "confirm.asked", "confirm.answered", "question.asked", "question.answered",
+          "refused", "task.created", "task.cancelled", "task.finished")
 Refusal = Literal["unknown", "denied", "invalid", "unanswered", "limit", "unaudited"]
 Record = dict[str, Any]
 
@@ -116,6 +116,17 @@ def confirm_asked(caller: Caller, request_id: Any, tool: Tool, arguments: Mappin
 def confirm_answered(caller: Caller, request_id: Any, tool: str, answer: str) -> Record:
     """The user's answer as the client gave it: "accept", "decline" or "cancel"."""
     return _event("confirm.answered", caller, request_id, tool=tool, answer=answer)
+
+
+def question_asked(caller: Caller, request_id: Any, tool: str, prompt: str, question: str) -> Record:
+    """A running command asked (its `ask` rule's prompt matched), in a session whose client may be asked."""
+    return _event("question.asked", caller, request_id, tool=tool, prompt=prompt, question=question)
+
+
+def question_answered(caller: Caller, request_id: Any, tool: str, answer: str) -> Record:
+    """How a running command's question was met: "accept", "decline", "cancel", "error", or "nobody"
+    (the client cannot be asked); never the answer itself, which may be a secret."""
+    return _event("question.answered", caller, request_id, tool=tool, answer=answer)
 
 
 def refused(caller: Caller, request_id: Any, reason: Refusal, tool: Tool | str, arguments: Mapping[str, Any],

@@ -10,6 +10,11 @@ records it as used just before the call (or task) starts and, when it was used a
 be recorded, hands that back (`once_refused`): one accepted confirmation authorises one run, a
 replay is -32602. Each `StartTimer` of a question is matched by a `CancelTimer` when the question
 ends before the timer fires.
+
+While a call runs, its command may ask a question (`question_asked`): over a legacy session whose
+client declared elicitation it goes out as our `elicitation/create`, and the client's answer wakes
+the call (`AnswerQuestion`); anyone else cannot be asked, which the call is told at once. The
+call's own `ask_timeout` bounds the wait (`question_over` withdraws a question it gave up on).
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcpwrap.config.model import Tool
-from mcpwrap.protocol import asking, audit, jsonrpc, modern, tasking
-from mcpwrap.protocol.actions import (Action, CancelTimer, Context, ResolvePaths, Send, StartCall, StartTimer, Stderr,
-                                      TaskOp)
+from mcpwrap.protocol import answers, asking, audit, jsonrpc, modern, tasking
+from mcpwrap.protocol.actions import (Action, AnswerQuestion, CancelTimer, Context, ResolvePaths, Send, StartCall,
+                                      StartTimer, Stderr, TaskOp)
 from mcpwrap.protocol.jsonrpc import Response
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
 from mcpwrap.protocol.server_state import ServerState, declares_extension, needs_extension
@@ -107,7 +112,8 @@ def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
         return [ResolvePaths(ctx, pending.tool, step.arguments)]
     if pending.as_task:
         return [TaskOp(ctx, "create", tool=pending.tool, arguments=step.arguments, once=pending.state,
-                       ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool))]
+                       ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool),
+                       askable=ctx.modern and asking.can_ask(ctx.capabilities))]
     return [StartCall(ctx, pending.tool, step.arguments, pending.state)]
 
 
@@ -170,9 +176,43 @@ def _asked_audit(core: ServerState, pending: asking.Pending, question: asking.Qu
     return core.audited(pending.ctx, audit.confirm_asked, pending.tool, pending.arguments, question.message)
 
 
+def question_asked(core: ServerState, ctx: Context, token: int, asked: answers.Asked) -> list[Action]:
+    """A running call's question: to the client as `elicitation/create`, or nobody can be asked."""
+    audited = core.audited(ctx, audit.question_asked, asked.tool, asked.prompt, asked.rule.message)
+    if (ctx.modern or ctx.id not in core.inflight or not ctx.rev.has("elicitation.server_request")
+            or not asking.can_ask(ctx.capabilities)):
+        return [*audited, *core.audited(ctx, audit.question_answered, asked.tool, "nobody"), AnswerQuestion(token)]
+    ask_id = next(core.ask_ids)
+    core.questions[ask_id] = (ctx, token, asked.tool)
+    request = {"jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create", "params": asked.request()["params"]}
+    return [*audited, *core.to_client(ctx, ("ask", ask_id), request)]
+
+
+def question_over(core: ServerState, token: int) -> list[Action]:
+    """The call no longer waits for its question `token`: it is withdrawn, if it is still out."""
+    key = next((key for key, (_, waiting, _) in core.questions.items() if waiting == token), None)
+    if key is None:
+        return []
+    del core.questions[key]
+    return core.withdraw(key, "the command no longer waits for the answer")
+
+
+def _question_answered(core: ServerState, key: str, response: Response) -> list[Action]:
+    ctx, token, tool = core.questions.pop(key)
+    action = (response.result or {}).get("action") if response.error is None else "error"
+    audited = core.audited(ctx, audit.question_answered, tool, action if action in ("accept", "decline", "cancel") else "error")
+    if response.error is not None:
+        message = response.error.get("message", "error")
+        return [*audited, AnswerQuestion(token, refusal=f"the client could not ask the user: {message}")]
+    ok, value = answers.from_elicitation(response.result or {})
+    return [*audited, AnswerQuestion(token, value) if ok else AnswerQuestion(token, refusal=value)]
+
+
 def answered(core: ServerState, response: Response) -> list[Action]:
     """A client's answer to our elicitation/create: the call goes on with it, or ends refused."""
     key = str(response.id)
+    if key in core.questions:
+        return _question_answered(core, key, response)
     pending = core.asks.pop(key, None)
     if pending is None:
         return []

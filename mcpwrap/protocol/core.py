@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from mcpwrap.config.model import Prompt
     from mcpwrap.protocol import asking
     from mcpwrap.protocol import resources
+    from mcpwrap.protocol.answers import Asked
     from mcpwrap.protocol.task_requests import TaskOutcome
     from mcpwrap.protocol.tasking import TaskRecord
     from mcpwrap.result import Block, ToolResult
@@ -271,6 +272,20 @@ class Core(ServerState):
         from mcpwrap.protocol import calls
 
         return calls.timed_out(self, key)
+
+    @_answers
+    def question_asked(self, ctx: Context, token: int, asked: Asked) -> list[Action]:
+        """The call `ctx` is running and its command asked `asked`: the question goes to the client, or
+        an `AnswerQuestion` says at once that nobody can be asked."""
+        from mcpwrap.protocol import calls
+
+        return calls.question_asked(self, ctx, token, asked)
+
+    def question_over(self, token: int) -> list[Action]:
+        """The call stopped waiting for its question `token` (it ended, or the question timed out)."""
+        from mcpwrap.protocol import calls
+
+        return calls.question_over(self, token)
 
     def _answer(self, response: Response) -> list[Action]:
         """A client's answer to our elicitation/create."""

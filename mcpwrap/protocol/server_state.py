@@ -106,6 +106,7 @@ class ServerState:
         self.inflight: dict[RequestId, Context] = {}
         self.listens: dict[RequestId, dict[str, Any]] = {}
         self.asks: dict[str, asking.Pending] = {}
+        self.questions: dict[str, tuple[Context, int, str]] = {}   # our elicitation id -> a running call's question
         self.resolving: dict[RequestId, asking.Pending] = {}   # calls whose paths the driver is resolving
         self.ask_ids = (f"mcpwrap-ask-{n}" for n in itertools.count(1))
         self.batches: dict[RequestId, BatchState] = {}
@@ -276,7 +277,7 @@ class ServerState:
 
     def live(self, key: Held) -> bool:
         kind, ident = key
-        return ident in (self.asks if kind == "ask" else self.inflight)
+        return ident in (self.asks.keys() | self.questions.keys() if kind == "ask" else self.inflight)
 
     def withdraw(self, key: str, reason: str) -> list[Action]:
         """Tell the client our question `key` is over, unless it never left (held until initialized)."""

@@ -106,7 +106,7 @@ def answer(core: ServerState, op: TaskOp, outcome: TaskOutcome) -> list[Action]:
     if op.op == "result":
         return _payload(core, ctx, record)
     if op.op == "update":
-        return [core.reply(ctx, {})] if core.settled(ctx) else []   # mcpwrap never asks inside a task
+        return [core.reply(ctx, {})] if core.settled(ctx) else []   # the answers were taken (or ignored)
     raise ValueError(f"unknown task operation {op.op!r}")
 
 

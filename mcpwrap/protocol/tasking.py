@@ -75,6 +75,9 @@ class TaskRecord:
     error: dict[str, Any] | None = None   # {code, message}: failed without a tool result
     mac: str | None = None                # binds the creation fields to the creator's secret (tasks/store.py)
     principal: str | None = None          # who created it (identity.py), MAC-bound; None: before principals
+    askable: bool = False                 # its creator can be asked while it runs (2026-07-28, elicitation declared)
+    input_requests: dict[str, Any] | None = None    # input_required: key -> the elicitation/create request
+    input_responses: dict[str, Any] | None = None   # tasks/update: key -> the ElicitResult, taken by the supervisor
 
     @property
     def terminal(self) -> bool:
@@ -231,6 +234,8 @@ def modern_task(record: TaskRecord) -> dict[str, Any]:
 def modern_detailed(record: TaskRecord, rev: Revision) -> dict[str, Any]:
     """tasks/get: the task with its outcome inlined (`result` when completed, `error` when failed)."""
     task = modern_task(record)
+    if record.status == "input_required" and record.input_requests:
+        task["inputRequests"] = dict(record.input_requests)
     if record.status == "completed":
         task["result"] = render_result(stored_result(record), rev)
     elif record.status == "failed":

@@ -47,6 +47,7 @@ HELD_OUTPUT = 24 * 1024 * 1024   # stdout the running calls of a process keep in
 
 OnLine = Callable[[str], None]
 OnProgress = Callable[[float, float | None, str | None], None]
+OnOutput = Callable[[str, bytes | bytearray], None]     # (stream, chunk): all output as it is read
 
 
 def stderr_warning(text: str) -> None:
@@ -232,12 +233,13 @@ HELD = HeldOutput()
 class Capture:
     """What a call's readers collect, bounded whatever the child writes: stdout up to the cap (the
     rest counted, and kept whole by the `Keeper` where there is a spool), stderr's tail; each line
-    goes to the progress pattern and, for stderr, to `on_stderr`. The kept stdout stays in memory
-    while `HELD` has room, and goes on in a private file (`overflow`) past it."""
+    goes to the progress pattern and, for stderr, to `on_stderr`; all of it to `on_output` (a tool with
+    `ask` rules: `run.questions`). The kept stdout stays in memory while `HELD` has room, and goes on in a private file
+    (`overflow`) past it."""
 
     def __init__(self, tool: Tool, spool: Spool | None, on_stderr: OnLine | None, on_progress: OnProgress | None,
-                 on_warning: OnLine, held: HeldOutput = HELD) -> None:
-        self.tool, self.on_stderr = tool, on_stderr
+                 on_warning: OnLine, held: HeldOutput = HELD, on_output: OnOutput | None = None) -> None:
+        self.tool, self.on_stderr, self.on_output = tool, on_stderr, on_output
         self.stdout = bytearray()
         self.held, self.in_memory = held, 0
         self.overflow: BinaryIO | None = None
@@ -266,6 +268,8 @@ class Capture:
             if room > 0:
                 await self._keep(chunk[:room])
             self.dropped += max(0, len(chunk) - max(room, 0))
+            if self.on_output is not None:
+                self.on_output("stdout", chunk)
             if splitter:
                 splitter.feed(chunk)
         if splitter:
@@ -277,6 +281,8 @@ class Capture:
         while chunk := await stream.receive_some(READ_CHUNK):
             self.stderr_tail = (self.stderr_tail + chunk)[-STDERR_TAIL:]
             await self.keeper.stderr(chunk)
+            if self.on_output is not None:
+                self.on_output("stderr", chunk)
             splitter.feed(chunk)
         splitter.close()
 

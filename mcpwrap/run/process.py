@@ -1,7 +1,8 @@
 """Running one tool call: its process, from spawn to end, and its result.
 
 Argv and environment come from `argv`. `run` owns the child: its own session and process group,
-stdin from /dev/null or an argument, stdout and stderr read as `output` says. On timeout,
+stdin from /dev/null, an argument or its answers (`run.questions`; with `tty`, stdin and stdout
+are a pseudo-terminal), stdout and stderr read as `output` says. On timeout,
 cancellation or when the leader exits, the call's processes get SIGTERM, a grace period, then
 SIGKILL, inside a shielded scope, wherever they went (`contain`); then the pipes get `FLUSH_S` to
 deliver what is already written and are abandoned, so a call answers within timeout + grace +
@@ -17,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import termios
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ from mcpwrap.run.confine import Confinement
 from mcpwrap.run.contain import CALL_ENV, FLUSH_S, POLL_CAP_S, containment, signal_group
 from mcpwrap.run.output import Capture, OnLine, OnProgress, stderr_warning
 from mcpwrap.run.procfs import leaders, only_ours_after
+from mcpwrap.run.questions import OnQuestion, Prompts
 from mcpwrap.run.worker import Worker
 
 if TYPE_CHECKING:                   # annotations only: a call that keeps no output imports no spool
@@ -107,14 +110,36 @@ def _spawner() -> Worker:
 os.register_at_fork(after_in_child=_spawners.cache_clear)
 
 
-class _Child:
-    """A spawned command: trio streams on our ends of its pipes, and the Popen that reaps it."""
+class _TerminalOutput(trio.abc.ReceiveStream):
+    """Our end of a command's pseudo-terminal, read as a pipe is: once no process holds the other end,
+    the kernel says EIO, which is the end of the output."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdin: int | None, stdout: int, stderr: int) -> None:
+    def __init__(self, fd: int) -> None:
+        self.stream = trio.lowlevel.FdStream(fd)
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        try:
+            return await self.stream.receive_some(max_bytes)
+        except trio.BrokenResourceError:
+            return b""
+
+    def close(self) -> None:
+        self.stream.close()
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class _Child:
+    """A spawned command: trio streams on our ends of its pipes (or its terminal), and the Popen that reaps it."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], stdin: int | None, stdout: int, stderr: int,
+                 terminal: bool = False) -> None:
         self.popen = popen
         self.pid = popen.pid
         self.stdin = trio.lowlevel.FdStream(stdin) if stdin is not None else None
-        self.stdout = trio.lowlevel.FdStream(stdout)
+        self.stdout: trio.lowlevel.FdStream | _TerminalOutput = (
+            _TerminalOutput(stdout) if terminal else trio.lowlevel.FdStream(stdout))
         self.stderr = trio.lowlevel.FdStream(stderr)
 
     @property
@@ -144,6 +169,20 @@ def _pipe(ours: contextlib.ExitStack, theirs: contextlib.ExitStack, child_reads:
     return r, w
 
 
+def _terminal(ours: contextlib.ExitStack, theirs: contextlib.ExitStack) -> tuple[int, int, int]:
+    """A pseudo-terminal for the child's stdin and stdout: (our end to read, our end to write, the
+    child's end). It does not echo, and passes output as written (no CR added before LF)."""
+    primary, secondary = os.openpty()
+    ours.callback(os.close, primary)
+    theirs.callback(os.close, secondary)
+    writer = os.dup(primary)
+    ours.callback(os.close, writer)
+    attrs = termios.tcgetattr(secondary)
+    attrs[1] &= ~termios.OPOST
+    attrs[3] &= ~(termios.ECHO | termios.ECHONL)
+    termios.tcsetattr(secondary, termios.TCSANOW, attrs)
+    return primary, writer, secondary
+
 
 def _start(argv: list[str], options: dict[str, Any], tag: str, joined: str | None
            ) -> tuple[subprocess.Popen[bytes], contain.Tagged]:
@@ -152,7 +191,7 @@ def _start(argv: list[str], options: dict[str, Any], tag: str, joined: str | Non
     return popen, contain.current().enter(popen.pid, tag, joined)
 
 
-async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str],
+async def _spawn(argv: list[str], stdin: str, cwd: str, env: dict[str, str],
                  confinement: Confinement | None, tag: str) -> _Call:
     """Start the command in a new session with fresh pipes, contained; OSError/SubprocessError when it cannot.
 
@@ -165,9 +204,15 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
     the pipes are closed once it has started; ours only if it did not.
     """
     with contextlib.ExitStack() as ours, contextlib.ExitStack() as theirs:
-        out_r, out_w = _pipe(ours, theirs)
+        in_r: int | None
+        in_w: int | None
+        if stdin == "tty":
+            out_r, in_w, out_w = _terminal(ours, theirs)
+            in_r = out_w
+        else:
+            out_r, out_w = _pipe(ours, theirs)
+            in_r, in_w = _pipe(ours, theirs, child_reads=True) if stdin == "pipe" else (None, None)
         err_r, err_w = _pipe(ours, theirs)
-        in_r, in_w = _pipe(ours, theirs, child_reads=True) if stdin_pipe else (None, None)
         options: dict[str, Any] = dict(stdin=_devnull() if in_r is None else in_r, stdout=out_w, stderr=err_w,
                                        cwd=cwd, env=env, start_new_session=True, close_fds=True,
                                        preexec_fn=confinement.preexec if confinement else None)
@@ -184,7 +229,7 @@ async def _spawn(argv: list[str], stdin_pipe: bool, cwd: str, env: dict[str, str
             joined = confinement.cgroup if confinement is not None else None
             popen, held = await _spawner().run(functools.partial(_start, argv, options, tag, joined))
         ours.pop_all()
-    return _Call(_Child(popen, in_w, out_r, err_r), held)
+    return _Call(_Child(popen, in_w, out_r, err_r, terminal=stdin == "tty"), held)
 
 
 @dataclass
@@ -289,13 +334,14 @@ async def _watch_limits(call_limits: limits.CallLimits, hit: list[str], scope: t
 async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None = None,
               on_progress: OnProgress | None = None, kill_grace_s: float | None = None,
               on_warning: OnLine = stderr_warning, spool: Spool | None = None,
-              before_spawn: BeforeSpawn | None = None) -> ToolResult:
+              before_spawn: BeforeSpawn | None = None, on_question: OnQuestion | None = None) -> ToolResult:
     """Run one validated call to completion; cancellation ends all of the call's processes.
 
     `args` are as placed: defaults filled in and path arguments resolved (`run.arguments.place`),
     which is what was checked. With a `spool`, a stream that outgrows `max_output` is kept whole
     there and linked from the result. `before_spawn(argv, cwd)` is awaited last before the spawn
-    (the audit trail's `call.start`); a refusal it returns is the result, and nothing runs."""
+    (the audit trail's `call.start`); a refusal it returns is the result, and nothing runs. A tool
+    with `ask` rules gets a stdin pipe, and its questions go to `on_question` (`run.questions`)."""
     argv = build_argv(tool, args)
     if (refused := confine.refusal(tool, on_warning)) is not None:
         return error_result(refused)
@@ -307,15 +353,17 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
     grace = tool.kill_grace_s if kill_grace_s is None else kill_grace_s
     started = time.monotonic()
     try:
-        call, confinement = await _start_call(tool, argv, env, stdin_data is not None, tag)
+        stdin = "tty" if tool.tty else "pipe" if stdin_data is not None or tool.ask else "null"
+        call, confinement = await _start_call(tool, argv, env, stdin, tag)
     except _NotStarted as failure:
         contain.call_ended()
         return error_result(str(failure))
-    capture = Capture(tool, spool, on_stderr, on_progress, on_warning)
+    prompts = Prompts(tool, on_question, on_warning) if tool.ask else None
+    capture = Capture(tool, spool, on_stderr, on_progress, on_warning, on_output=prompts.feed if prompts else None)
     limit_hit: list[str] = []
     timed_out = False
     try:
-        timed_out = await _supervise(call, capture, confinement, stdin_data, tool.timeout_s, grace, limit_hit)
+        timed_out = await _supervise(call, capture, confinement, stdin_data, tool.timeout_s, grace, limit_hit, prompts)
     finally:
         with trio.CancelScope(shield=True):
             links = await _wrap_up(call, capture, confinement, grace, limit_hit)
@@ -344,7 +392,7 @@ class _NotStarted(Exception):
     """The command could not be started; nothing ran (the message says why)."""
 
 
-async def _start_call(tool: Tool, argv: list[str], env: dict[str, str], stdin_pipe: bool, tag: str
+async def _start_call(tool: Tool, argv: list[str], env: dict[str, str], stdin: str, tag: str
                       ) -> tuple[_Call, Confinement | None]:
     """The call spawned under its confinement (its TMPDIR in `env`); _NotStarted when it cannot be."""
     confinement = None
@@ -353,7 +401,7 @@ async def _start_call(tool: Tool, argv: list[str], env: dict[str, str], stdin_pi
             confinement = Confinement(tool, tag)
             if confinement.tmpdir is not None:
                 env["TMPDIR"] = confinement.tmpdir
-        return await _spawn(argv, stdin_pipe, str(tool.cwd), env, confinement, tag), confinement
+        return await _spawn(argv, stdin, str(tool.cwd), env, confinement, tag), confinement
     except (OSError, subprocess.SubprocessError) as exc:
         if confinement is not None:
             confinement.close()
@@ -366,9 +414,10 @@ async def _start_call(tool: Tool, argv: list[str], env: dict[str, str], stdin_pi
 
 
 async def _supervise(call: _Call, capture: Capture, confinement: Confinement | None, stdin_data: bytes | None,
-                     timeout_s: float, grace_s: float, limit_hit: list[str]) -> bool:
-    """Read the call's output and feed its stdin until the leader exits, times out or hits a limit;
-    then end the call's processes. Whether it timed out."""
+                     timeout_s: float, grace_s: float, limit_hit: list[str], prompts: Prompts | None = None) -> bool:
+    """Read the call's output and feed its stdin (or answer its questions) until the leader exits, times
+    out, hits a limit or asks what nobody answers (both said in `limit_hit`); then end the call's
+    processes. Whether it timed out."""
     process = call.process
     assert process.stdout is not None and process.stderr is not None
     async with trio.open_nursery() as nursery:
@@ -377,13 +426,16 @@ async def _supervise(call: _Call, capture: Capture, confinement: Confinement | N
         if stdin_data is not None and process.stdin is not None:
             nursery.start_soon(_feed_stdin, process.stdin, stdin_data)
         with trio.move_on_after(timeout_s) as deadline:
-            watching = None
+            watching: list[trio.CancelScope] = []
             if confinement is not None and confinement.limits is not None:
-                watching = trio.CancelScope()
-                nursery.start_soon(_watch_limits, confinement.limits, limit_hit, deadline, watching)
+                watching.append(trio.CancelScope())
+                nursery.start_soon(_watch_limits, confinement.limits, limit_hit, deadline, watching[-1])
+            if prompts is not None and process.stdin is not None:
+                watching.append(trio.CancelScope())
+                nursery.start_soon(prompts.converse, process.stdin, limit_hit, deadline, watching[-1])
             await call.exited()
-            if watching is not None:
-                watching.cancel()
+            for scope in watching:
+                scope.cancel()
         # The leader is gone (or overran): nothing of the call may outlive it.
         if not call.end_at_once():
             with trio.CancelScope(shield=True):

@@ -22,15 +22,17 @@ import trio
 
 from mcpwrap.config import load as config_module
 from mcpwrap.protocol import audit
-from mcpwrap.protocol.actions import (Action, Audit, CancelCall, CancelTimer, Complete, Context, GetPrompt,
+from mcpwrap.protocol.actions import (Action, AnswerQuestion, Audit, CancelCall, CancelTimer, Complete, Context, GetPrompt,
                                       ReadResource, ResolvePaths, Send, StartCall, StartTimer, Stderr, StopComplete,
                                       TaskOp)
+from mcpwrap.protocol.answers import Asked
 from mcpwrap.protocol.core import Core, bug_report
 from mcpwrap.protocol.jsonrpc import RequestId
 from mcpwrap.protocol.task_requests import TaskOutcome, TaskStoreFailed
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.result import error_result
 from mcpwrap.run import process as runner
+from mcpwrap.run.questions import Unanswered
 from mcpwrap.run.spool import Spool
 from mcpwrap.serve import effects as sources
 from mcpwrap.serve.admission import Admission, Seat
@@ -82,6 +84,7 @@ class Driver:
     files: dict[str, tuple[int, ...] | None] = field(default_factory=dict)   # watched resource -> signature
     admission: Admission | None = None    # the server's waiting room; None: one of this driver's own
     auditor: Auditor | None = None        # the server's audit writer; None: no audit trail
+    waiting: dict[int, tuple[trio.Event, list[AnswerQuestion]]] = field(default_factory=dict)   # running calls' questions
 
     def __post_init__(self) -> None:
         self.room = self.admission or Admission(self.options.max_calls)
@@ -149,6 +152,10 @@ class Driver:
                 self.nursery.start_soon(self._task_op, action)
             elif isinstance(action, (ReadResource, GetPrompt, Complete)):
                 self._start_content(action)
+            elif isinstance(action, AnswerQuestion):
+                if (waiter := self.waiting.get(action.token)) is not None:
+                    waiter[1].append(action)
+                    waiter[0].set()
             elif isinstance(action, StopComplete):
                 scope = self.scopes.get(("complete", action.run))
                 if scope is not None:
@@ -270,7 +277,8 @@ class Driver:
                 on_stderr=lambda line: self._tool_stderr(ctx, tool, line),
                 on_progress=lambda p, t, m: self.perform(self.core.progress(ctx, p, t, m)),
                 on_warning=lambda text: log(f"mcpwrap: {text}", "warning"), spool=self.spool,
-                before_spawn=watch.start if watch else None)
+                before_spawn=watch.start if watch else None,
+                on_question=lambda asked: self._question(ctx, asked))
         except runner.ArgumentError as exc:
             result = error_result(f"{exc}; nothing ran")
         except Exception as exc:  # a bug must cost one call, not the server
@@ -280,6 +288,22 @@ class Driver:
             if watch is not None:
                 watch.end(result)
         return result
+
+    async def _question(self, ctx: Context, asked: Asked) -> Any:
+        """Ask the client the running call's question (`Core.question_asked`) and wait for the
+        `AnswerQuestion` its answer becomes: the answer, None when nobody can be asked, `Unanswered`."""
+        token = id(asked)                   # the question lives until this returns: its id is unique meanwhile
+        event, outcome = self.waiting[token] = (trio.Event(), [])
+        try:
+            self.perform(self.core.question_asked(ctx, token, asked))
+            await event.wait()
+        finally:
+            del self.waiting[token]
+            if not outcome:
+                self.perform(self.core.question_over(token))
+        if outcome[0].refusal is not None:
+            raise Unanswered(outcome[0].refusal)
+        return outcome[0].value
 
     def _tool_stderr(self, ctx: Context, tool: config_module.Tool, line: str) -> None:
         if tracing():

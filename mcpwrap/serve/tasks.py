@@ -42,7 +42,7 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
             tool, ttl_ms = op.tool, op.ttl_ms
             return TaskFound(await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
                 store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,
-                max_running, ctx.principal)))
+                max_running, ctx.principal, op.askable)))
         if op.op == "list":
             chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size, ctx.principal)
             return TaskPage(tuple(chosen), next_cursor)
@@ -53,6 +53,9 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
                 return TaskFound(await trio.to_thread.run_sync(store.cancel, task_id, principal))
             except TaskTerminalError as exc:
                 return TaskAlreadyEnded(exc.record)
+        if op.op == "update":
+            responses = dict(ctx.params.get("inputResponses") or {})
+            return TaskFound(await trio.to_thread.run_sync(store.answer, task_id, responses, principal))
         while op.op == "result" and not record.terminal and core.task_waiting(ctx):
             await trio.sleep(RESULT_POLL_S)
             record = await trio.to_thread.run_sync(store.get, task_id, principal)

@@ -192,14 +192,15 @@ class Store:
 
     def create(self, *, tool: str, arguments: Mapping[str, Any], ttl_ms: int, poll_ms: int,
                tools_file: Path, digest: str, snapshot: str | None, key: bytes,
-               task_id: str | None = None, principal: str = identity.LOCAL) -> TaskRecord:
+               task_id: str | None = None, principal: str = identity.LOCAL, askable: bool = False) -> TaskRecord:
         """Write a new record for `principal`, MAC'd with `key` (the secret's current key)."""
         self.ready(create=True)
         now = self.clock()
         record = TaskRecord(task_id=task_id or new_id(), status="working", tool=tool,
                             arguments=dict(arguments), created_at=now, updated_at=now, ttl_ms=ttl_ms,
                             poll_ms=poll_ms, tools_file=str(Path(tools_file).resolve()), digest=digest,
-                            status_message=CREATED_MESSAGE, snapshot=snapshot, principal=principal)
+                            status_message=CREATED_MESSAGE, snapshot=snapshot, principal=principal,
+                            askable=askable)
         record = replace(record, mac=record_mac(record, key))
         write_atomic(self.path(record.task_id), _encode(record), exclusive=True)
         try:
@@ -287,6 +288,19 @@ class Store:
             status, message = "completed", _summary(result or {})
         return self.update(task_id, lambda r: replace(r, status=status, status_message=message,
                                                       result=result, error=error))
+
+    def answer(self, task_id: str, responses: Mapping[str, Any], principal: str | None = None) -> TaskRecord:
+        """tasks/update: each response to a request the task has outstanding and not yet answered is
+        kept for its supervisor (under the task's lock: whichever replica comes first answers, once);
+        the others are ignored. TaskLookupError as `get`."""
+        self.get(task_id, principal)
+
+        def change(current: TaskRecord) -> TaskRecord | None:
+            outstanding = current.input_requests or {}
+            taken = dict(current.input_responses or {})
+            new = {k: v for k, v in responses.items() if k in outstanding and k not in taken and isinstance(v, dict)}
+            return replace(current, input_responses={**taken, **new}) if new else None
+        return self.update(task_id, change) or self.get(task_id, principal)
 
     def cancel(self, task_id: str, principal: str | None = None) -> TaskRecord:
         """Mark cancelled (the supervisor stops the command); TaskTerminalError if already finished.

@@ -81,7 +81,7 @@ def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int,
 
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
                 arguments: Mapping[str, Any], ttl_ms: int, keyring: sealing.Keys, secret_file: Path,
-                max_running: int = MAX_RUNNING, principal: str = identity.LOCAL) -> TaskRecord:
+                max_running: int = MAX_RUNNING, principal: str = identity.LOCAL, askable: bool = False) -> TaskRecord:
     """Take a running slot (TooManyTasks past `max_running`), write the signed record, and start
     its supervisor, which claims it. Returns once the record is durable and the supervisor
     spawned; nothing else is waited for."""
@@ -91,7 +91,7 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
         record = store.create(tool=tool.name, arguments=arguments, ttl_ms=ttl_ms,
                               poll_ms=max(1, int(tool.task_poll_s * 1000)), tools_file=Path(config.path),
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
-                              task_id=task_id, principal=principal)
+                              task_id=task_id, principal=principal, askable=askable)
         try:
             spawn_supervisor(store, task_id, secret_file, slot, config.audit)
         except OSError:
@@ -111,8 +111,9 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
 class _Supervision:
     """What the run shares with the store poller: progress to write, log budget, a stop signal."""
 
-    def __init__(self, store: Store, task_id: str) -> None:
-        self.store, self.task_id = store, task_id
+    def __init__(self, store: Store, task_id: str, askable: bool = False) -> None:
+        self.store, self.task_id, self.askable = store, task_id, askable
+        self.asked = 0                    # questions so far: each key is unique over the task's life
         self.pending: dict[str, Any] | None = None
         self.log_left = LOG_CAP
         self.signal: int | None = None
@@ -144,6 +145,41 @@ class _Supervision:
             if record is None or record.terminal:
                 run.cancel()
                 return
+
+    async def question(self, asked: Any) -> Any:
+        """A question the command asked: the task parks in input_required with it in inputRequests until a
+        tasks/update (from any process: `Store.answer`) brings the answer; None when its creator cannot be
+        asked. The task is working again once the answer is taken, or the wait ends (ask_timeout)."""
+        import trio
+
+        from mcpwrap.protocol.answers import from_elicitation
+        from mcpwrap.run.questions import Unanswered
+
+        if not self.askable:
+            return None
+        self.asked += 1
+        key, request = f"ask-{self.asked}", asked.request()
+        await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
+            r, status="input_required", status_message=asked.rule.message, input_requests={key: request},
+            input_responses=None))
+        try:
+            while (response := await self._response(key)) is None:
+                await trio.sleep(CANCEL_POLL_S)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
+                    r, status="working", status_message=None, input_requests=None, input_responses=None)
+                    if r.status == "input_required" else None)
+        answered, value = from_elicitation(response)
+        if not answered:
+            raise Unanswered(value)
+        return value
+
+    async def _response(self, key: str) -> Any:
+        import trio
+
+        record = await trio.to_thread.run_sync(self.store.read, self.task_id)
+        return None if record is None else (record.input_responses or {}).get(key)
 
     async def signals(self, run: trio.CancelScope, *, task_status: trio.TaskStatus[None]) -> None:
         """Started (not merely scheduled) before the command: a signal that comes once it runs is recorded."""
@@ -275,7 +311,7 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path, trail: _Trai
         store.finish(task_id, error={"code": -32603, "message": str(exc)})
         return 1
     os.environ[runner.TASK_ENV] = task_id  # inherited by the command and all it starts
-    watch = _Supervision(store, task_id)
+    watch = _Supervision(store, task_id, record.askable)
     result: ToolResult | None = None
     try:
         async with trio.open_nursery() as nursery:
@@ -287,7 +323,8 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path, trail: _Trai
                                     owner=record.principal or identity.LOCAL)   # read back by its creator only
                     result = await runner.run(tool, record.arguments, on_stderr=watch.log,
                                               on_progress=watch.progress, spool=kept_by,
-                                              before_spawn=lambda argv, cwd: trail.start(argv, cwd, tool))
+                                              before_spawn=lambda argv, cwd: trail.start(argv, cwd, tool),
+                                              on_question=watch.question)
                     trail.result = result
                 except runner.ArgumentError as exc:
                     result = error_result(f"{exc}; nothing ran")
