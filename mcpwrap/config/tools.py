@@ -105,20 +105,9 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     r.keys(t, key, TOOL_KEYS)
     cwd, env = where_it_runs(r, t, key, defaults, base_dir)
     args = read_args(r, t, key, cwd)
-    command = r.typed(t, key, "command", list)
-    shell = r.typed(t, key, "shell", str)
-    if ("command" in t) == ("shell" in t) and not any(closest(k, {"command", "shell"})
-                                                     for k in t if k not in TOOL_KEYS):   # a misspelt one was told
-        r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
-    argv = check_command(r, key, command, args) if command is not None else None
+    argv, shell = _read_command(r, t, key, name, args)
     output, output_schema = _read_output(r, t, key)
-    stdin_arg = r.typed(t, key, "stdin", str)
-    if stdin_arg is not None and stdin_arg not in {a.name for a in args}:
-        r.problem(key + ("stdin",), f"stdin names '{stdin_arg}', which is not an argument of '{name}'")
-    for conflict in ("ask", "tty"):
-        if stdin_arg is not None and t.get(conflict):
-            r.problem(key + (conflict,), f"a tool with '{conflict}' cannot also take 'stdin' (an argument's value ends "
-                      "with the end of stdin; answers go there while it runs)")
+    stdin_arg = _read_stdin(r, t, key, name, args)
     confirm = r.typed(t, key, "confirm", str)
     if confirm is not None:
         check_placeholders(r, key + ("confirm",), confirm, {a.name for a in args})
@@ -165,6 +154,30 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         ask_quiet_s=ask_quiet_s,
         tty=r.typed(t, key, "tty", bool, False),
     )
+
+
+def _read_command(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], name: str,
+                  args: list[Arg]) -> tuple[tuple[str | tuple[str, ...], ...] | None, str | None]:
+    """`command` (an argv template, checked) or `shell` (a script): exactly one of them."""
+    command = r.typed(t, key, "command", list)
+    shell = r.typed(t, key, "shell", str)
+    if ("command" in t) == ("shell" in t) and not any(closest(k, {"command", "shell"})
+                                                     for k in t if k not in TOOL_KEYS):   # a misspelt one was told
+        r.problem(key, f"tool '{name}' needs exactly one of 'command' (an argv array) or 'shell' (a script)")
+    return (check_command(r, key, command, args) if command is not None else None), shell
+
+
+def _read_stdin(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], name: str, args: list[Arg]) -> str | None:
+    """`stdin`: the argument whose value the command reads on stdin; not with `ask` or `tty`, whose
+    answers are written there while it runs."""
+    stdin_arg = r.typed(t, key, "stdin", str)
+    if stdin_arg is not None and stdin_arg not in {a.name for a in args}:
+        r.problem(key + ("stdin",), f"stdin names '{stdin_arg}', which is not an argument of '{name}'")
+    for conflict in ("ask", "tty"):
+        if stdin_arg is not None and t.get(conflict):
+            r.problem(key + (conflict,), f"a tool with '{conflict}' cannot also take 'stdin' (an argument's value ends "
+                      "with the end of stdin; answers go there while it runs)")
+    return stdin_arg
 
 
 def _read_output(r: Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> tuple[str, dict[str, Any] | None]:
