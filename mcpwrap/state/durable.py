@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
-import shlex
 import stat
 from pathlib import Path
 
@@ -114,6 +112,8 @@ def open_private(path: Path | str, flags: int = os.O_RDONLY, *, directory: bool 
             raise UnsafePathError(path, f"is owned by uid {st.st_uid}, not by you (uid {os.getuid()})",
                                   "remove it, or use a directory of your own")
         if bits & forbidden:
+            import shlex                  # here: only a refusal pays for the import
+
             private = (0o700 if directory else 0o600) & ~forbidden
             raise UnsafePathError(path, f"is {'writable' if forbidden == 0o022 else 'accessible'} by group or "
                                   f"others (mode {bits:04o})", f"run: chmod {private:o} {shlex.quote(str(path))}")
@@ -154,7 +154,7 @@ def fsync_dir(directory: Path) -> None:
 
 def write_atomic(path: Path, data: bytes, exclusive: bool = False) -> None:
     """Publish `data` at `path`; with `exclusive`, FileExistsError if something is there already."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
     fd = create_private(tmp)
     try:
         try:
