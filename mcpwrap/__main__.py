@@ -1,5 +1,5 @@
 """`python -m mcpwrap` runs the same CLI as the console script."""
 
-from mcpwrap.cli.main import entry
+from mcpwrap.cli import entry
 
 entry()

@@ -11,6 +11,7 @@ option names (`preflight`), 4 a task still running; 128 + 2 on Ctrl-C.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from typing import Any, NoReturn
@@ -65,7 +66,11 @@ def _group(path: tuple[str, ...], argv: list[str], words: list[str]) -> None:
 
 
 def _run(path: tuple[str, ...], command: Command, argv: list[str]) -> None:
-    """Run the command with its parsed values; map what escapes it to an exit status."""
+    """Run the command with its parsed values; map what escapes it to an exit status. What was
+    loaded so far lives until exit: frozen, no collection walks it again; the verb runs with the
+    collector on (`entry` may have left it off)."""
+    gc.freeze()
+    gc.enable()
     try:
         command.run(**parse(command, argv))
     except UsageError as exc:             # the command line does not fit: the declaration's or the verb's verdict
