@@ -108,15 +108,15 @@ def serve_command(file: Path | None, state_dir: str | None, secret_file: str | N
         fail("--read-only/--only leave no tool to serve", EXIT_USAGE)
     if config.audit is not None:
         preflight.audit_file(config.audit.path, "--audit" if audit else "[server] audit")
-    _warn_of_this_machine(config)
     if sys.stdin.isatty() and remote is None:
         note(f"serving {len(config.tools)} tool(s) of {file or '--tool'} over stdio, waiting for an MCP client "
              "(an MCP host starts this command itself; to try a tool: mcpwrap call). Ctrl-D ends.")
     try:
         if remote is not None:
             from mcpwrap.serve import http
+            _warn_of_this_machine(config)
             return http.run(config, options, remote)
-        return launch.run(config, options)
+        return launch.run(config, options, lambda: _warn_of_this_machine(config))   # once the first answers are out
     except Exception as exc:              # signing is imported only once a secret is needed: not for the first answer
         from mcpwrap.state.signing import SecretFileError
 

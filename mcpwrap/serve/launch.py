@@ -11,6 +11,7 @@ import gc
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpwrap.config import model as config_module
@@ -23,13 +24,15 @@ if TYPE_CHECKING:
 FRONT_SWITCH_S = 0.0005           # the GIL switch interval while trio imports: how long a request may wait for it
 
 
-def run(config: config_module.Config, options: Options) -> int:
-    """`mcpwrap serve` on stdio: the front while the driver imports, then trio, or never if the session ends first."""
+def run(config: config_module.Config, options: Options, after_first_answers: Callable[[], None] = lambda: None) -> int:
+    """`mcpwrap serve` on stdio: the front while the driver imports, then trio, or never if the session
+    ends first. `after_first_answers` runs once the requests already waiting at start are answered
+    (start-up checks whose findings only go to stderr), before the driver's import begins."""
     prepare(options)
     try:
         front = Front(new_core(config, options))
         signature = file_signature(config.path) if options.watch else None   # before any request: no change missed
-        if not serve_front(front, config):
+        if not serve_front(front, config, after_first_answers):
             return 0
         import trio                       # loaded by now, with the driver
 
@@ -40,7 +43,7 @@ def run(config: config_module.Config, options: Options) -> int:
         stderr.flush(FLUSH_S)
 
 
-def serve_front(front: Front, config: config_module.Config) -> bool:
+def serve_front(front: Front, config: config_module.Config, after_first_answers: Callable[[], None]) -> bool:
     """Serve with the front while the driver imports in a thread; True once it has, to hand over."""
     wake, loaded = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     failure: list[BaseException] = []
@@ -54,6 +57,7 @@ def serve_front(front: Front, config: config_module.Config) -> bool:
     try:
         with front:
             front.answer_waiting(wake)
+            after_first_answers()
             import threading              # only now: the answers already due are written (see common.StderrLog)
 
             gate, ended = threading.Lock(), list[bool]()

@@ -255,7 +255,7 @@ def test_what_is_waiting_on_stdin_is_answered_before_the_import_starts(tmp_path:
     handlers = {signum: signal.getsignal(signum) for signum in common.STOP_SIGNALS}
     try:
         front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
-        assert launch.serve_front(front, CONFIG)   # handed over
+        assert launch.serve_front(front, CONFIG, lambda: None)   # handed over
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -289,7 +289,7 @@ def test_a_session_that_ends_in_the_front_neither_waits_for_the_import_nor_sets_
     try:
         front = Front(new_core(tmp_path), pipes["in_r"], pipes["out_w"])
         before = set(threading.enumerate())
-        assert not launch.serve_front(front, CONFIG)
+        assert not launch.serve_front(front, CONFIG, lambda: None)
         [importer] = [t for t in set(threading.enumerate()) - before if t.name == "mcpwrap-import"]
         assert importer.is_alive()                     # returned without waiting for it
     finally:
