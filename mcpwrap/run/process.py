@@ -20,7 +20,7 @@ import signal
 import subprocess
 import termios
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -93,21 +93,24 @@ def _inherited_env() -> dict[str, str]:
 
 SPAWNERS = 8                # spawner threads: each waits for its child's exec with the GIL released, so
                             # a burst's rate is about SPAWNERS / one spawn's latency (bench/README.md)
-
-
-@functools.cache
-def _spawners() -> Iterator[Worker]:
-    return itertools.cycle([Worker(f"mcpwrap-spawner-{n}") for n in range(SPAWNERS)])
+_spawners: list[Worker] = []
+_turns = itertools.count()
 
 
 def _spawner() -> Worker:
     """The next of the threads calls are spawned and moved into their cgroups on, in turn: a spawn
-    holds its thread until the child has exec'd, so one thread would allow one exec at a time."""
-    return next(_spawners())
+    holds its thread until the child has exec'd, so one thread would allow one exec at a time. They
+    are started one a spawn until there are SPAWNERS: a process with one call (`mcpwrap call`)
+    starts one."""
+    turn = next(_turns)
+    if len(_spawners) < SPAWNERS:
+        _spawners.append(Worker(f"mcpwrap-spawner-{len(_spawners)}"))
+        return _spawners[-1]
+    return _spawners[turn % SPAWNERS]
 
 
 # A forked child has none of its parent's threads: its calls start spawners of their own.
-os.register_at_fork(after_in_child=_spawners.cache_clear)
+os.register_at_fork(after_in_child=_spawners.clear)
 
 
 class _TerminalOutput(trio.abc.ReceiveStream):
