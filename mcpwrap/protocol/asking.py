@@ -1,21 +1,11 @@
-"""Questions before a tool runs: elicited arguments, then the confirmation.
+"""What a call still needs before it runs, whoever asks: elicited arguments, then the confirmation.
 
-A call advances through `next_step` until nothing is missing. Each question
-is an elicitation form built from the arguments' own schemas, restricted to
-the primitive subset the revision allows, titles kept in the revision's own
-form: a titled single-select (`oneOf` of const+title) goes as `oneOf` where
-the revision has it and as enum+`enumNames` where it has only that; a legacy
-`enumNames` stays; a multi-select (`items.enum`, or titled `items.anyOf`) is
-asked only where the revision has multi-select. Legacy peers get it as an
-`elicitation/create` request; modern peers get `input_required` with a
-`requestState` sealed by `sealing`, which binds the method, the tool, a
-digest of the arguments, the tools-file digest, the round, the answers
-gathered so far and an expiry, so any process sharing the secret can resume,
-and the requestor's principal (in the MAC only, never in the token): a state
-retried by another credential fails verification as a tampered one does.
-A resumed call carries its state's nonce and expiry (`Pending.state`) onto the
-action that starts it: the driver consumes them just before it runs, so one
-accepted state authorises one run.
+Each question is an elicitation form built from the arguments' own schemas, restricted to the
+primitive subset the revision allows, titles kept in the revision's own form: a titled
+single-select (`oneOf` of const+title) goes as `oneOf` where the revision has it and as
+enum+`enumNames` where it has only that; a legacy `enumNames` stays; a multi-select
+(`items.enum`, or titled `items.anyOf`) is asked only where the revision has multi-select.
+`protocol.rounds` asks a client (elicitation or `input_required`); `mcpwrap call` asks a terminal.
 
 What is given is checked before anything is asked (`next_question`): the schema
 (`arguments`), then, for a call with path arguments, their resolution, which is
@@ -29,22 +19,19 @@ arguments as placed: what runs is what was checked.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeAlias
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
 
-from mcpwrap.config.model import PLACEHOLDER, Arg, Config, Tool, string_consts
-from mcpwrap.protocol import sealing
-from mcpwrap.protocol.actions import Context, Once
+from mcpwrap.config.model import PLACEHOLDER, Arg, Tool, string_consts
 from mcpwrap.protocol.arguments import argument_problems
 from mcpwrap.protocol.argv import ArgumentError, build_argv, build_env, with_defaults
-from mcpwrap.protocol.revisions import Revision
-from mcpwrap.protocol.tools import CallRequest, ProtocolError
-from mcpwrap.result import ToolResult, error_result
+
+if TYPE_CHECKING:
+    from mcpwrap.protocol.revisions import Revision
 
 STRING_FORMATS = {"email", "uri", "date", "date-time"}
-STATE_VERSION = 1
 Resolution: TypeAlias = tuple[dict[str, Any], list[str]]   # `run.arguments.resolve_paths`: resolved, refusals
 
 
@@ -79,20 +66,6 @@ class Resolve:
 class Ready:
     """Nothing is missing: the call runs with these arguments, as placed (defaults filled in, paths resolved)."""
     arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Pending:
-    ctx: Context
-    tool: Tool
-    arguments: dict[str, Any]
-    confirmed: bool = False
-    as_task: bool = False
-    round: int = 0
-    question: Question | None = None
-    original: dict[str, Any] = field(default_factory=dict)
-    state: Once | None = None             # the requestState this retry came with: its nonce and expiry
-    resolution: Resolution | None = None  # of the path arguments, for this round's `arguments` only
 
 
 def form_field(arg: Arg, rev: Revision) -> dict[str, Any]:
@@ -137,19 +110,6 @@ def render_confirm(template: str, arguments: Mapping[str, Any]) -> str:
     return PLACEHOLDER.sub(value, template)
 
 
-def _invalid(pending: Pending, problems: list[str]) -> ToolResult | ProtocolError:
-    message = f"invalid arguments for tool '{pending.tool.name}': " + "; ".join(problems)
-    if pending.ctx.rev.has("invalid_arguments.as_result"):
-        return error_result(message + " (nothing ran)")
-    return ProtocolError(-32602, message)
-
-
-def next_step(pending: Pending) -> Question | Resolve | Ready | ToolResult | ProtocolError:
-    """What the call still needs: a question, its paths resolved, a refusal, or nothing (`Ready`)."""
-    step = next_question(pending.tool, pending.arguments, pending.confirmed, pending.resolution)
-    return _invalid(pending, step) if isinstance(step, list) else step
-
-
 def next_question(tool: Tool, arguments: Mapping[str, Any], confirmed: bool,
                   resolution: Resolution | None = None) -> Question | Resolve | Ready | list[str]:
     """What a call with these arguments still needs, whoever asks (a client, or `mcpwrap call` on a
@@ -181,92 +141,7 @@ def next_question(tool: Tool, arguments: Mapping[str, Any], confirmed: bool,
     return Ready(placed)
 
 
-def apply_answer(pending: Pending, key: str | None, answer: Mapping[str, Any]) -> Pending | ToolResult:
-    """Fold one ElicitResult (to the question `key` names) into the call; decline and cancel end it."""
-    action = answer.get("action")
-    if action in ("decline", "cancel"):
-        verb = "declined" if action == "decline" else "cancelled"
-        return error_result(f"the user {verb} {'the confirmation' if key == 'confirm' else 'to provide the arguments'} "
-                            f"for '{pending.tool.name}'; nothing ran")
-    if action != "accept":
-        return error_result("the elicitation answer was not accept, decline or cancel; nothing ran")
-    if key == "confirm":
-        return replace(pending, confirmed=True, round=pending.round + 1, resolution=None)
-    content = answer.get("content") or {}
-    if not isinstance(content, dict):
-        return error_result("the elicitation answer's content is not an object; nothing ran")
-    asked = [a for a in pending.tool.args if a.elicit and a.name not in pending.arguments]
-    gathered = dict(pending.arguments)
-    for arg in asked:
-        if arg.name in content:
-            gathered[arg.name] = content[arg.name]
-        elif "default" in arg.schema:
-            gathered[arg.name] = arg.schema["default"]     # left empty: the default, not a second question
-    unanswered = [a.name for a in asked if a.name not in gathered]
-    if unanswered:
-        return error_result(f"the user accepted without providing {', '.join(unanswered)} for "
-                            f"'{pending.tool.name}'; nothing ran")
-    return replace(pending, arguments=gathered, round=pending.round + 1, resolution=None)
-
-
 def can_ask(capabilities: Mapping[str, Any]) -> bool:
     """Form elicitation declared (an empty `elicitation` object means form mode in every revision)."""
     elicitation = capabilities.get("elicitation")
     return isinstance(elicitation, dict) and (not elicitation or "form" in elicitation)
-
-
-def seal_state(pending: Pending, question: Question, config: Config, keyring: sealing.Keys, now: float) -> str:
-    claims = {"v": STATE_VERSION, "m": "tools/call", "t": pending.tool.name,
-              "a": sealing.digest(pending.original), "c": config.digest, "r": pending.round,
-              "g": pending.arguments, "k": pending.confirmed, "q": question.key}
-    return sealing.seal(keyring, claims, now, bound=pending.ctx.principal)
-
-
-def _differs(claims: Mapping[str, Any], request: CallRequest, config: Config) -> list[str]:
-    """What differs between a verified state's claims (`seal_state`) and this retry, in words."""
-    tool = request.tool.name
-    checks = [
-        (claims.get("v") == STATE_VERSION, f"it is of state format {claims.get('v')!r}, not {STATE_VERSION}"),
-        (claims.get("m") == "tools/call", f"it was issued for method {claims.get('m')!r}, not tools/call"),
-        (claims.get("t") == tool, f"it was issued for tool {claims.get('t')!r}, not {tool!r}"),
-        (claims.get("a") == sealing.digest(request.arguments),
-         "it was issued for other arguments than this call's"),
-        (claims.get("c") == config.digest, "the tools file changed since it was issued (it was reloaded)"),
-        (isinstance(claims.get("g"), dict) and isinstance(claims.get("r"), int),
-         "its answers so far or its round are malformed"),
-    ]
-    return [words for ok, words in checks if not ok]
-
-
-def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.Keys, now: float,
-           as_task: bool) -> tuple[Pending, str | None, Mapping[str, Any] | None]:
-    """A modern retry: verify requestState; the call as the state left it, the question the state
-    names and the answer given to it (None: not answered yet, so the same question is asked again),
-    for `apply_answer`.
-
-    Answers without a requestState answer no question of ours: the call starts afresh, so what it
-    needs is asked again (SEP-2322: a new input_required rather than an error), nothing taken on trust."""
-    state, responses = ctx.params.get("requestState"), ctx.params.get("inputResponses", {})
-    if not isinstance(responses, dict):
-        raise ProtocolError(-32602, "inputResponses must be an object")
-    if state is None:
-        return Pending(ctx, request.tool, dict(request.arguments), as_task=as_task, original=request.arguments), None, None
-    if not isinstance(state, str):
-        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState is not a string")
-    try:
-        unsealed = sealing.unseal(keyring, state, now, bound=ctx.principal)   # another's: a bad signature
-    except sealing.StateError as exc:
-        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
-    claims = unsealed.claims
-    differs = _differs(claims, request, config)
-    if differs:
-        raise ProtocolError(-32602, "invalid or expired requestState",
-                            diagnostic=f"requestState refused: {'; '.join(differs)}")
-    pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
-                      as_task=as_task, round=claims["r"], original=request.arguments,
-                      state=Once(unsealed.nonce, unsealed.expires_at))
-    key = claims.get("q")
-    answer = responses.get(key)
-    if answer is not None and not isinstance(answer, dict):
-        raise ProtocolError(-32602, f"inputResponses.{key} must be an elicitation result object")
-    return pending, key if isinstance(key, str) else None, answer

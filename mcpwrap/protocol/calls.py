@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcpwrap.config.model import Tool
-from mcpwrap.protocol import answers, asking, audit, jsonrpc, modern, tasking
+from mcpwrap.protocol import answers, asking, audit, jsonrpc, modern, rounds, tasking
 from mcpwrap.protocol.actions import (Action, AnswerQuestion, CancelTimer, Context, ResolvePaths, Send, StartCall,
                                       StartTimer, Stderr, TaskOp)
 from mcpwrap.protocol.jsonrpc import Response
@@ -55,20 +55,20 @@ def _call(core: ServerState, ctx: Context) -> list[Action]:
     as_task = task_decision(ctx, request.tool)
     actions: list[Action] = []
     if ctx.modern and ("requestState" in ctx.params or "inputResponses" in ctx.params):
-        pending, key, answer = asking.resume(ctx, request, core.config, core.keyring_source(), core.clock(), as_task)
-        outcome: asking.Pending | ToolResult = pending
+        pending, key, answer = rounds.resume(ctx, request, core.config, core.keyring_source(), core.clock(), as_task)
+        outcome: rounds.Pending | ToolResult = pending
         if answer is not None:
             actions = _answer_audit(core, pending, key, answer)
-            outcome = asking.apply_answer(pending, key, answer)
+            outcome = rounds.apply_answer(pending, key, answer)
     else:
-        outcome = asking.Pending(ctx, request.tool, dict(request.arguments), as_task=as_task,
+        outcome = rounds.Pending(ctx, request.tool, dict(request.arguments), as_task=as_task,
                                  original=request.arguments)
-    if not isinstance(outcome, asking.Pending):      # refused (a ToolResult)
+    if not isinstance(outcome, rounds.Pending):      # refused (a ToolResult)
         return actions + _refused(core, ctx, request.tool, outcome, as_task, "unanswered")
     return actions + _advance(core, outcome)
 
 
-def _answer_audit(core: ServerState, pending: asking.Pending, key: str | None, answer: object) -> list[Action]:
+def _answer_audit(core: ServerState, pending: rounds.Pending, key: str | None, answer: object) -> list[Action]:
     """`confirm.answered` when the answer is to the confirmation (accept, decline or cancel)."""
     if key != "confirm":
         return []
@@ -96,10 +96,10 @@ def task_decision(ctx: Context, tool: Tool) -> bool:
     return False
 
 
-def _advance(core: ServerState, pending: asking.Pending) -> list[Action]:
+def _advance(core: ServerState, pending: rounds.Pending) -> list[Action]:
     """Ask what is still missing, have the paths resolved, or start the call (or task)."""
     ctx = pending.ctx
-    step = asking.next_step(pending)
+    step = rounds.next_step(pending)
     if isinstance(step, ProtocolError):
         raise step
     if isinstance(step, asking.Question):
@@ -140,14 +140,14 @@ def once_refused(core: ServerState, ctx: Context, spent: bool | OSError) -> list
                           given if isinstance(given, dict) else {}, f"{error.message}: {error.diagnostic}")]
 
 
-def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:
+def _ask(core: ServerState, pending: rounds.Pending, question: asking.Question) -> list[Action]:
     ctx = pending.ctx
     if ctx.modern:
         if not asking.can_ask(ctx.capabilities):
             raise ProtocolError(-32021, f"tool '{pending.tool.name}' needs {question.purpose} from the user, "
                                 "and this request declares no elicitation capability",
                                 {"requiredCapabilities": {"elicitation": {}}})
-        state = asking.seal_state(pending, question, core.config, core.keyring_source(), core.clock())
+        state = rounds.seal_state(pending, question, core.config, core.keyring_source(), core.clock())
         result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
         return [*_asked_audit(core, pending, question),
                 Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "input_required")), (ctx.id,))]
@@ -169,7 +169,7 @@ def _ask(core: ServerState, pending: asking.Pending, question: asking.Question) 
             StartTimer(ask_id, ELICIT_TIMEOUT_S)]
 
 
-def _asked_audit(core: ServerState, pending: asking.Pending, question: asking.Question) -> list[Action]:
+def _asked_audit(core: ServerState, pending: rounds.Pending, question: asking.Question) -> list[Action]:
     """`confirm.asked` when the question is the confirmation."""
     if question.key != "confirm":
         return []
@@ -219,11 +219,11 @@ def answered(core: ServerState, response: Response) -> list[Action]:
     core.inflight.pop(pending.ctx.id, None)
     question = pending.question.key if pending.question else None
     if response.error is not None:
-        outcome: asking.Pending | ToolResult = error_result(
+        outcome: rounds.Pending | ToolResult = error_result(
             f"the client could not ask the user: {response.error.get('message', 'error')}; nothing ran")
         audited = _answer_audit(core, pending, question, {"action": "error"})
     else:
-        outcome = asking.apply_answer(pending, question, response.result or {})
+        outcome = rounds.apply_answer(pending, question, response.result or {})
         audited = _answer_audit(core, pending, question, response.result or {})
     return [CancelTimer(key), *audited, *_carry_on(core, pending, outcome)]
 
@@ -238,7 +238,7 @@ def timed_out(core: ServerState, key: str) -> list[Action]:
         f"no answer from the user within {ELICIT_TIMEOUT_S:g}s; nothing ran"))
 
 
-def _carry_on(core: ServerState, pending: asking.Pending, outcome: asking.Pending | ToolResult) -> list[Action]:
+def _carry_on(core: ServerState, pending: rounds.Pending, outcome: rounds.Pending | ToolResult) -> list[Action]:
     ctx = pending.ctx
     try:
         if isinstance(outcome, ToolResult):

@@ -32,7 +32,7 @@ from mcpwrap.protocol.session import HOLDS, Held, LegacySession
 from mcpwrap.protocol.tools import ProtocolError
 
 if TYPE_CHECKING:
-    from mcpwrap.protocol import asking
+    from mcpwrap.protocol import rounds
     from mcpwrap.protocol.audit import Caller, Record
     from mcpwrap.protocol.prompts import CompletionCache, CompletionKey
     from mcpwrap.protocol.sealing import Keys
@@ -105,9 +105,9 @@ class ServerState:
         self.page_size = page_size
         self.inflight: dict[RequestId, Context] = {}
         self.listens: dict[RequestId, dict[str, Any]] = {}
-        self.asks: dict[str, asking.Pending] = {}
+        self.asks: dict[str, rounds.Pending] = {}
         self.questions: dict[str, tuple[Context, int, str]] = {}   # our elicitation id -> a running call's question
-        self.resolving: dict[RequestId, asking.Pending] = {}   # calls whose paths the driver is resolving
+        self.resolving: dict[RequestId, rounds.Pending] = {}   # calls whose paths the driver is resolving
         self.ask_ids = (f"mcpwrap-ask-{n}" for n in itertools.count(1))
         self.batches: dict[RequestId, BatchState] = {}
         self.subscribed: set[str] = set()          # legacy resources/subscribe

@@ -47,8 +47,9 @@ def test_call_of_a_plain_tool_loads_only_what_running_it_needs(tmp_path: Path) -
         modules, enabled, frozen = loaded(tmp_path, "call", str(tools), "echo", "-a", "text=hi")
     assert {"trio", "mcpwrap.run.process", "mcpwrap.protocol.asking"} <= modules   # asked what is missing as serve is
     assert "mcpwrap.run.spool" in modules     # output past max_output is kept, as serve keeps it (issue 28 item 11)
-    assert not modules & (NEVER | {"mcpwrap.tasks.store", "mcpwrap.protocol.core",
-                                   "mcpwrap.serve.stdio"}), "call loads what a plain tool does not use"
+    assert not modules & (NEVER | {"mcpwrap.tasks.store", "mcpwrap.protocol.core", "mcpwrap.serve.stdio",
+                                   "mcpwrap.protocol.rounds", "mcpwrap.protocol.sealing", "mcpwrap.protocol.actions"}), \
+        "call loads what a plain tool does not use (the rounds with a client, their sealed state)"
     assert enabled and frozen             # imported without collection passes, then frozen: none walks them later
 
 
@@ -92,13 +93,14 @@ from mcpwrap.cli import main as cli
 from mcpwrap.protocol import jsonrpc
 from mcpwrap.serve import common, launch
 
-def first_answers(config, options):
+def first_answers(config, options, after_first_answers):
     # in the place of launch.run: the core answers stdin's requests as the front does before trio
     core = common.new_core(config, options)
     for line in sys.stdin.buffer:
         for action in core.receive(jsonrpc.decode_line(line)):
             sys.stdout.buffer.write(common.encoded(action.message))
     print(" ".join(sorted(sys.modules)), file=sys.stderr)
+    after_first_answers()
     return 0
 
 launch.run = first_answers
@@ -115,14 +117,16 @@ FIRST_REQUESTS = [
     {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
     {"jsonrpc": "2.0", "id": 4, "method": "server/discover", "params": MODERN},
     {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": MODERN}]
-# What calls, questions, content and tasks need, the default secret file's platformdirs, and
-# the threads (the import thread starts once the answers already due are written).
+# What calls, questions, content and tasks need, the default secret file's platformdirs, the
+# threads (the import thread starts once the answers already due are written) and the check of
+# this machine's PATH (it runs once they are written: it only warns, on stderr).
 NOT_FOR_THE_FIRST_ANSWERS = NEVER | {
-    "threading", "queue",
+    "threading", "queue", "shutil", "mcpwrap.config.machine",
     "trio", "mcpwrap.serve.stdio", "mcpwrap.serve.driver", "mcpwrap.run.process", "mcpwrap.run.contain", "mcpwrap.run.confine",
     "mcpwrap.run.output", "mcpwrap.run.worker", "mcpwrap.state.signing", "mcpwrap.protocol.sealing",
     "mcpwrap.result", "mcpwrap.run.spool", "mcpwrap.protocol.pages",
     "mcpwrap.protocol.argv", "mcpwrap.protocol.arguments", "mcpwrap.run.arguments", "mcpwrap.protocol.asking",
+    "mcpwrap.protocol.rounds",
     "mcpwrap.protocol.tasking",
     "mcpwrap.protocol.resources", "mcpwrap.protocol.prompts", "mcpwrap.protocol.calls", "mcpwrap.protocol.content",
     "mcpwrap.protocol.task_requests"}
