@@ -204,7 +204,8 @@ class PromptArg:
 
 @dataclass(frozen=True)
 class PromptMessage:
-    """One message: text with {name} substituted, an embedded resource, or a command's output."""
+    """One message: text with {name} substituted, an embedded resource, or a command's output (text, or the
+    image or audio block its `tool.output` names)."""
     role: str
     text: str | None = None
     resource: str | None = None

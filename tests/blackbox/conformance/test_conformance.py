@@ -54,8 +54,6 @@ def expect(checks: str, versions: tuple[str, ...], reason: str, modern_also: str
 NO_SAMPLING = "a shell command cannot ask the client's model anything: mcpwrap never sends sampling/createMessage"
 EXPECTED_FAILURES = {
     "tools-call-sampling": expect("tools-call-sampling", AT_2025, NO_SAMPLING),
-    "prompts-get-with-image": expect("prompts-get-with-image", VERSIONS,
-        "a prompt message is text, an embedded resource or a command's output as text; never an image"),
     "json-schema-2020-12": expect(
         "json-schema-2020-12-$schema json-schema-2020-12-$defs", VERSIONS,
         "an inputSchema is built from per-argument fragments (args.NAME): root keywords ($schema, $defs with "
