@@ -115,6 +115,7 @@ class Tool:
     annotations: Mapping[str, Any] = field(default_factory=dict)
     stdin_arg: str | None = None
     success_codes: frozenset[int] = SUCCESS
+    protocol_error_codes: frozenset[int] = frozenset()   # exit statuses that are a JSON-RPC error, not a result
     progress: re.Pattern[str] | None = None
     concurrency: int | None = None
     confirm: str | None = None
