@@ -82,8 +82,6 @@ EXPECTED_FAILURES = {
         "mcpwrap never asks for roots/list: path arguments are confined by the tools file (within), not by roots"),
     "input-required-result-multiple-input-requests": expect("sep-2322-multiple-inputs-incomplete", AT_2026,
         "wants elicitation, sampling and roots/list in one round; mcpwrap asks one form a round, never the others"),
-    "input-required-result-non-tool-request": expect("sep-2322-non-tool-incomplete", AT_2026,
-        "prompts/get never asks for input: a missing required prompt argument is -32602"),
     "input-required-result-capability-check": expect("sep-2322-respect-client-capabilities", AT_2026,
         "a call that needs a form from a client without elicitation gets -32021 (MissingRequiredClientCapability); "
         "the check wants a result that asks for sampling instead (" + NO_SAMPLING + ")"),
