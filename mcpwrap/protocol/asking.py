@@ -12,7 +12,8 @@ asked only where the revision has multi-select. Legacy peers get it as an
 digest of the arguments, the tools-file digest, the round, the answers
 gathered so far and an expiry, so any process sharing the secret can resume,
 and the requestor's principal (in the MAC only, never in the token): a state
-retried by another credential fails verification as a tampered one does.
+retried by another credential fails verification as a tampered one does. `seal_request` and
+`unseal_request` are that sealing for any request that asks (prompts/get's missing arguments too).
 A resumed call carries its state's nonce and expiry (`Pending.state`) onto the
 action that starts it: the driver consumes them just before it runs, so one
 accepted state authorises one run.
