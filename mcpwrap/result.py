@@ -61,6 +61,7 @@ class ToolResult:
     stderr_tail: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     bytes_out: int = 0                    # what the command wrote to stdout, kept or not (the audit trail's)
+    protocol_error: bool = False          # its exit status is in the tool's protocol_error_codes
 
     @property
     def text(self) -> str:

@@ -57,7 +57,7 @@ def prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json:
     from mcpwrap.protocol import prompts
     from mcpwrap.protocol.revisions import LATEST_LEGACY
     from mcpwrap.protocol.tools import ProtocolError
-    from mcpwrap.result import Resource, Text
+    from mcpwrap.result import Media, Resource, Text
     from mcpwrap.serve import effects
 
     config = load_tools(Path(file))
@@ -74,10 +74,12 @@ def prompt(file: str, name: str, arg: list[str], state_dir: str | None, as_json:
     if as_json:
         print_json(prompts.get_result(found, blocks, LATEST_LEGACY))
         raise SystemExit(EXIT_OK)
-    for n, (role, block) in enumerate(blocks):     # a message is text, or a resource it embeds
+    for n, (role, block) in enumerate(blocks):     # a message is text, an image or audio, or a resource it embeds
         if isinstance(block, Resource):
             head = f"[{role}] {block.uri}"
             body = block.text if block.text is not None else f"({block.mime_type or 'binary'} contents: see --json)"
+        elif isinstance(block, Media):
+            head, body = f"[{role}]", f"({block.mime_type} {block.kind}: see --json)"
         else:
             assert isinstance(block, Text)
             head, body = f"[{role}]", block.text

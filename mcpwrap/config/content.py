@@ -16,15 +16,15 @@ from typing import Any
 
 from mcpwrap.config.model import PLACEHOLDER, TEMPLATE_EXPR, Arg, Prompt, PromptArg, PromptMessage, Resource, Spool, Tool
 from mcpwrap.config.reader import Reader, is_table, parse_duration, parse_size
-from mcpwrap.config.tools import (ARG_NAME, TOOL_NAME, check_command, check_placeholders, limits_of, read_allow,
-                                  read_args, sandbox_of, where_it_runs)
+from mcpwrap.config.tools import (ARG_NAME, MEDIA_OUTPUT, TOOL_NAME, check_command, check_placeholders, limits_of,
+                                  read_allow, read_args, sandbox_of, where_it_runs)
 
 SPOOL_KEYS = {"quota", "ttl"}
 RESOURCE_KEYS = {"title", "description", "uri", "uri_template", "path", "mime_type", "command", "shell", "args",
                  "cwd", "env", "timeout", "max_output", "kill_grace", "output", "cache_ttl", "cache_scope", "allow"}
 PROMPT_KEYS = {"title", "description", "args", "messages", "allow"}
 PROMPT_ARG_KEYS = {"title", "description", "required", "default", "enum", "examples", "complete"}
-MESSAGE_KEYS = {"role", "text", "resource", "command", "shell"}
+MESSAGE_KEYS = {"role", "text", "resource", "command", "shell", "output"}
 URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s]*$")
 OUTPUT_URI = "mcpwrap://output/"   # reserved for the spool (kept output beyond max_output)
 COMPLETE_TIMEOUT_S = 10.0          # a `complete` command answers a keystroke: it gets at most this long
@@ -223,9 +223,13 @@ def read_prompts(r: Reader, doc: dict[str, Any], defaults: dict[str, Any], base_
             if resource is not None and not PLACEHOLDER.search(resource) and resource not in resource_uris:
                 r.problem(mkey, f"messages[{i}].resource '{resource}' is not the uri of a [resources] table")
             tool = None
+            output = r.typed(m, mkey, "output", str, "text")
+            if output != "text" and not (MEDIA_OUTPUT.match(output) and kinds[0] in ("command", "shell")):
+                r.problem(mkey, f"messages[{i}].output must be \"text\" or a MIME type image/TYPE or audio/TYPE, "
+                          "and only for a command or shell message")
             if kinds[0] in ("command", "shell"):
                 tool = _command_tool(r, f"prompts.{name}.messages[{i}]", m, mkey, as_tool_args, defaults,
-                                     where_it_runs(r, m, mkey, defaults, base_dir))
+                                     where_it_runs(r, m, mkey, defaults, base_dir), output)
             messages.append(PromptMessage(role, text, resource, tool))
         out.append(Prompt(name, tuple(args), tuple(messages), r.typed(t, key, "title", str),
                           r.typed(t, key, "description", str), read_allow(r, t, key, defaults["allow"])))

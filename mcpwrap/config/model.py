@@ -115,6 +115,7 @@ class Tool:
     annotations: Mapping[str, Any] = field(default_factory=dict)
     stdin_arg: str | None = None
     success_codes: frozenset[int] = SUCCESS
+    protocol_error_codes: frozenset[int] = frozenset()   # exit statuses that are a JSON-RPC error, not a result
     progress: re.Pattern[str] | None = None
     concurrency: int | None = None
     confirm: str | None = None
@@ -204,7 +205,8 @@ class PromptArg:
 
 @dataclass(frozen=True)
 class PromptMessage:
-    """One message: text with {name} substituted, an embedded resource, or a command's output."""
+    """One message: text with {name} substituted, an embedded resource, or a command's output (text, or the
+    image or audio block its `tool.output` names)."""
     role: str
     text: str | None = None
     resource: str | None = None

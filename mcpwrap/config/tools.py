@@ -48,7 +48,7 @@ ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 CONFINEMENT_KEYS = {"sandbox", "limits", "env_inherit"}
 TOOL_KEYS = {"title", "description", "command", "shell", "args", "cwd", "env", "timeout",
              "max_output", "output", "output_schema", "annotations", "stdin", "success_codes",
-             "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace", "allow",
+             "protocol_error_codes", "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace", "allow",
              "ask", "ask_timeout", "ask_quiet", "tty"} | CONFINEMENT_KEYS
 SANDBOX_KEYS = {"read", "write", "network", "system", "required"}
 LIMIT_KEYS = {"memory", "cpu", "processes", "open_files", "file_size", "required"}
@@ -114,7 +114,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     task = r.typed(t, key, "task", str, "never")
     if task not in TASK_MODES:
         r.problem(key + ("task",), f"task '{task}' must be one of: {', '.join(TASK_MODES)}")
-    progress, codes = _read_progress(r, t, key), _read_success_codes(r, t, key)
+    progress, (codes, protocol_codes) = _read_progress(r, t, key), _read_exit_codes(r, t, key)
     concurrency = r.typed(t, key, "concurrency", int)
     if concurrency is not None and concurrency < 1:
         r.problem(key + ("concurrency",), "concurrency must be at least 1")
@@ -138,6 +138,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         annotations=annotations,
         stdin_arg=stdin_arg,
         success_codes=codes,
+        protocol_error_codes=protocol_codes,
         progress=progress,
         concurrency=concurrency,
         confirm=confirm,
@@ -209,15 +210,22 @@ def _read_progress(r: Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> re.
     return pattern
 
 
-def _read_success_codes(r: Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> frozenset[int]:
-    """The exit codes that mean success (0 unless `success_codes` says otherwise)."""
-    codes = r.typed(t, key, "success_codes", list)
-    if codes is None:
-        return SUCCESS
-    if not (codes and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes)):
-        r.problem(key + ("success_codes",), "success_codes must be a non-empty array of exit codes 0-255")
-        return SUCCESS
-    return frozenset(codes)
+def _read_exit_codes(r: Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> tuple[frozenset[int], frozenset[int]]:
+    """The exit codes that mean success (0 unless `success_codes` says otherwise), and those that mean a
+    protocol error (`protocol_error_codes`, none unless given): never one code both."""
+    found = []
+    for name, default in (("success_codes", SUCCESS), ("protocol_error_codes", frozenset[int]())):
+        codes = r.typed(t, key, name, list)
+        if codes is not None and not (codes and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255
+                                                    for c in codes)):
+            r.problem(key + (name,), f"{name} must be a non-empty array of exit codes 0-255")
+            codes = None
+        found.append(default if codes is None else frozenset(codes))
+    success, protocol = found
+    if success & protocol:
+        r.problem(key + ("protocol_error_codes",), "protocol_error_codes names a success code: "
+                  f"{', '.join(map(str, sorted(success & protocol)))} (see success_codes; 0 unless it says otherwise)")
+    return success, protocol
 
 
 def _read_annotations(r: Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, Any]:

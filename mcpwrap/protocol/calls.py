@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mcpwrap.config.model import Tool
-from mcpwrap.protocol import answers, asking, audit, jsonrpc, modern, rounds, tasking
-from mcpwrap.protocol.actions import (Action, AnswerQuestion, CancelTimer, Context, ResolvePaths, Send, StartCall,
+from mcpwrap.protocol import answers, asking, audit, rounds, tasking
+from mcpwrap.protocol.actions import (Action, AnswerQuestion, CancelTimer, Context, ResolvePaths, StartCall,
                                       StartTimer, Stderr, TaskOp)
 from mcpwrap.protocol.jsonrpc import Response
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
@@ -148,9 +148,8 @@ def _ask(core: ServerState, pending: rounds.Pending, question: asking.Question) 
                                 "and this request declares no elicitation capability",
                                 {"requiredCapabilities": {"elicitation": {}}})
         state = rounds.seal_state(pending, question, core.config, core.keyring_source(), core.clock())
-        result = {"inputRequests": {question.key: question.request(ctx.rev)}, "requestState": state}
         return [*_asked_audit(core, pending, question),
-                Send(jsonrpc.response(ctx.id, modern.stamp(result, core.config, "input_required")), (ctx.id,))]
+                core.reply(ctx, rounds.ask_result(question, state, ctx.rev), "input_required")]
     if not (ctx.rev.has("elicitation.server_request") and asking.can_ask(ctx.capabilities)):
         return _refused(core, ctx, pending.tool, error_result(
             f"tool '{pending.tool.name}' needs {question.purpose} from the user before it runs, but this "

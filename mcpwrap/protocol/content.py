@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpwrap.config.model import Prompt
-from mcpwrap.protocol import prompts, resources
+from mcpwrap.protocol import asking, prompts, resources, rounds
 from mcpwrap.protocol.actions import Action, Complete, Context, GetPrompt, ReadResource, Stderr
 from mcpwrap.protocol.server_state import CompletionRun, ServerState
 from mcpwrap.protocol.tools import ProtocolError
@@ -50,8 +50,20 @@ def _read(core: ServerState, ctx: Context) -> list[Action]:
 
 
 def _get_prompt(core: ServerState, ctx: Context) -> list[Action]:
-    """A prompt of text is filled in at once; one with commands is a `GetPrompt` for the driver."""
-    prompt, arguments = prompts.parse_get(core.config, ctx.params)
+    """A prompt of text is filled in at once; one with commands is a `GetPrompt` for the driver. A missing
+    required argument is asked for where a modern request can be asked (input_required), else -32602."""
+    prompt, given = prompts.prompt_request(core.config, ctx.params)
+    gathered, round_ = given, 0
+    if ctx.modern and ("requestState" in ctx.params or "inputResponses" in ctx.params):
+        gathered, round_ = prompts.resume_get(ctx, prompt, given, core.config, core.keyring_source(), core.clock())
+    arguments, missing = prompts.check_arguments(prompt, gathered)
+    if missing and ctx.modern and asking.can_ask(ctx.capabilities):
+        question = prompts.question(prompt, missing)
+        state = rounds.seal_request(ctx, prompt.name, given, core.config, core.keyring_source(), core.clock(),
+                                    r=round_, g=gathered, q=question.key)
+        return [core.reply(ctx, rounds.ask_result(question, state, ctx.rev), "input_required")]
+    if missing:
+        raise prompts.missing_error(prompt, missing)
     if all(m.text is not None for m in prompt.messages):
         blocks: list[tuple[str, Block]] = [(m.role, Text(prompts.fill(m.text or "", arguments)))
                                            for m in prompt.messages]

@@ -47,7 +47,7 @@ from mcpwrap.protocol.revisions import (CONTENT_METHODS, CORE_TASK_METHODS, EXTE
 from mcpwrap.protocol.server_state import (BATCH_BYTES, BATCH_ITEMS, HELD_BYTES, BatchBudget, BatchState,
                                            ServerState, declares_extension, needs_extension)
 from mcpwrap.protocol.session import HOLDS, level_allows
-from mcpwrap.protocol.tools import ProtocolError, list_page, progress_params, render_result
+from mcpwrap.protocol.tools import ProtocolError, list_page, progress_params, render_result, result_error
 
 if TYPE_CHECKING:
     from mcpwrap.config.model import Prompt
@@ -201,7 +201,11 @@ class Core(ServerState):
     # --- outcomes reported by the driver ------------------------------------------------
     @_answers
     def call_done(self, ctx: Context, result: ToolResult) -> list[Action]:
-        return [self.reply(ctx, render_result(result, ctx.rev))] if self.settled(ctx) else []
+        """A call's result, or the JSON-RPC error its exit status stands for (`result_error`)."""
+        if not self.settled(ctx):
+            return []
+        error = result_error(result)
+        return [self.error_reply(ctx, error) if error else self.reply(ctx, render_result(result, ctx.rev))]
 
     @_answers
     def call_failed(self, ctx: Context, error: ProtocolError) -> list[Action]:

@@ -1,7 +1,10 @@
 """Prompts and completions decisions: listing, argument checks, rendering per revision. No I/O.
 
 A prompt's arguments are strings; an absent one is its `default` (said in its listed
-description, the schema's PromptArgument having no field for it), else empty. `{name}` is substituted
+description, the schema's PromptArgument having no field for it), else empty. A missing
+required one is -32602, except for a 2026-07-28 request that declared elicitation: it gets an
+input_required result asking for it (`question`), with a requestState sealed and verified as
+tools/call's is (`rounds.seal_request`), and the retry carrying the answer completes (`resume_get`). `{name}` is substituted
 into a message's text
 (and, percent-encoded, into an embedded resource's URI) and nowhere else: a
 command message gets the arguments the way a tool does (argv placeholders under
@@ -23,7 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mcpwrap.config.model import PLACEHOLDER, Config, Prompt, PromptArg, Tool
+from mcpwrap.config.model import PLACEHOLDER, Arg, Config, Prompt, PromptArg, Tool
+from mcpwrap.protocol import asking, rounds, sealing
+from mcpwrap.protocol.actions import Context
 from mcpwrap.protocol.resources import page
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError, invalid_params, render_block
@@ -66,8 +71,8 @@ def list_prompts(config: Config, rev: Revision, cursor: Any, size: int) -> dict[
     return page("prompts", [render_prompt(p, rev) for p in config.prompts], "prompts", cursor, config, size)
 
 
-def parse_get(config: Config, params: Mapping[str, Any]) -> tuple[Prompt, dict[str, str]]:
-    """The prompt and its checked arguments; -32602 for an unknown prompt or bad arguments."""
+def prompt_request(config: Config, params: Mapping[str, Any]) -> tuple[Prompt, dict[str, Any]]:
+    """The prompt and its arguments as given; -32602 for an unknown prompt or arguments not an object."""
     name = params.get("name")
     prompt = config.prompt(name) if isinstance(name, str) else None
     if prompt is None:
@@ -75,20 +80,72 @@ def parse_get(config: Config, params: Mapping[str, Any]) -> tuple[Prompt, dict[s
     arguments = params.get("arguments") or {}
     if not isinstance(arguments, dict):
         raise invalid_params("prompts/get 'arguments' must be an object")
+    return prompt, arguments
+
+
+def check_arguments(prompt: Prompt, arguments: Mapping[str, Any]) -> tuple[dict[str, str], tuple[PromptArg, ...]]:
+    """The arguments with their defaults, and the required ones still missing (which may be asked for);
+    -32602 for anything else wrong (naming the missing ones too)."""
     problems = [f"unknown argument '{k}'" for k in arguments if prompt.arg(k) is None]
+    missing = tuple(a for a in prompt.args if a.required and arguments.get(a.name) is None)
     for arg in prompt.args:
         value = arguments.get(arg.name)
-        if value is None:
-            if arg.required:
-                problems.append(f"missing required argument '{arg.name}'")
-        elif not isinstance(value, str):
+        if value is not None and not isinstance(value, str):
             problems.append(f"argument '{arg.name}' must be a string")
-        elif arg.enum is not None and value not in arg.enum:
+        elif value is not None and arg.enum is not None and value not in arg.enum:
             problems.append(f"argument '{arg.name}' must be one of: {', '.join(arg.enum)}")
     if problems:
-        raise invalid_params(f"invalid arguments for prompt '{prompt.name}': " + "; ".join(problems))
+        raise missing_error(prompt, missing, problems)
     defaults = {a.name: a.default for a in prompt.args if a.default is not None and a.name not in arguments}
-    return prompt, {**defaults, **{k: v for k, v in arguments.items() if isinstance(v, str)}}
+    return {**defaults, **{k: v for k, v in arguments.items() if isinstance(v, str)}}, missing
+
+
+def missing_error(prompt: Prompt, missing: Sequence[PromptArg], problems: Sequence[str] = ()) -> ProtocolError:
+    """-32602 naming what is wrong with a prompt's arguments: `problems`, then each missing one."""
+    said = [*problems, *(f"missing required argument '{a.name}'" for a in missing)]
+    return invalid_params(f"invalid arguments for prompt '{prompt.name}': " + "; ".join(said))
+
+
+def parse_get(config: Config, params: Mapping[str, Any]) -> tuple[Prompt, dict[str, str]]:
+    """The prompt and its checked arguments, where nobody is asked: -32602 for an unknown prompt or bad
+    or missing arguments."""
+    prompt, given = prompt_request(config, params)
+    arguments, missing = check_arguments(prompt, given)
+    if missing:
+        raise missing_error(prompt, missing)
+    return prompt, arguments
+
+
+# --- a missing required argument asked for (2026-07-28: input_required) --------------------------
+def question(prompt: Prompt, missing: Sequence[PromptArg]) -> asking.Question:
+    """The form asking for the missing arguments, built from their declarations (strings, an enum's values)."""
+    fields = tuple(Arg(a.name, {"type": "string", **({"title": a.title} if a.title else {}),
+                                **({"description": a.description} if a.description else {}),
+                                **({"enum": list(a.enum)} if a.enum else {})}, True) for a in missing)
+    names = ", ".join(a.name for a in missing)
+    return asking.Question("arguments", f"the arguments {names}", f"prompt '{prompt.name}' needs: {names}", fields)
+
+
+def resume_get(ctx: Context, prompt: Prompt, given: Mapping[str, Any], config: Config, keyring: sealing.Keys,
+               now: float) -> tuple[dict[str, Any], int]:
+    """A modern retry of prompts/get: the arguments gathered so far, the answer to the state's question
+    folded in, and the round. Its requestState is verified as tools/call's is (`rounds.unseal_request`:
+    signed, this prompt, these arguments, this tools file, this requestor); it is not spent, since a
+    prompt runs nothing a request naming the arguments could not. Answers without a state answer
+    nothing: the request starts afresh. Declined or cancelled, the arguments stay missing: -32602."""
+    responses = rounds.input_responses(ctx)
+    if "requestState" not in ctx.params:
+        return dict(given), 0
+    claims = rounds.unseal_request(ctx, prompt.name, given, config, keyring, now).claims
+    gathered, answer = dict(claims["g"]), responses.get(str(claims.get("q")))
+    if answer is None:
+        return gathered, claims["r"]
+    action = answer.get("action") if isinstance(answer, dict) else None
+    if action != "accept" or not isinstance(answer.get("content"), dict):
+        why = "the answer is not an accepted form" if action in (None, "accept") else f"the user answered {action!r}"
+        raise missing_error(prompt, check_arguments(prompt, gathered)[1], [why])
+    asked = {a.name for a in prompt.args if a.required and gathered.get(a.name) is None}
+    return {**gathered, **{k: v for k, v in answer["content"].items() if k in asked}}, claims["r"] + 1
 
 
 def fill(text: str, arguments: Mapping[str, str]) -> str:

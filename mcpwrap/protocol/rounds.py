@@ -5,9 +5,10 @@ request; modern peers get `input_required` with a `requestState` sealed by `seal
 the method, the tool, a digest of the arguments, the tools-file digest, the round, the answers
 gathered so far and an expiry, so any process sharing the secret can resume, and the requestor's
 principal (in the MAC only, never in the token): a state retried by another credential fails
-verification as a tampered one does. A resumed call carries its state's nonce and expiry
-(`Pending.state`) onto the action that starts it: the driver consumes them just before it runs, so
-one accepted state authorises one run.
+verification as a tampered one does. `seal_request` and `unseal_request` are that sealing for any
+request that asks (prompts/get's missing arguments too). A resumed call carries its state's nonce and
+expiry (`Pending.state`) onto the action that starts it: the driver consumes them just before it runs,
+so one accepted state authorises one run.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from mcpwrap.config.model import Config, Tool
 from mcpwrap.protocol import sealing
 from mcpwrap.protocol.actions import Context, Once
 from mcpwrap.protocol.asking import Question, Ready, Resolution, Resolve, next_question
+from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import CallRequest, ProtocolError
 from mcpwrap.result import ToolResult, error_result
 
@@ -82,26 +84,65 @@ def apply_answer(pending: Pending, key: str | None, answer: Mapping[str, Any]) -
 
 
 def seal_state(pending: Pending, question: Question, config: Config, keyring: sealing.Keys, now: float) -> str:
-    claims = {"v": STATE_VERSION, "m": "tools/call", "t": pending.tool.name,
-              "a": sealing.digest(pending.original), "c": config.digest, "r": pending.round,
-              "g": pending.arguments, "k": pending.confirmed, "q": question.key}
-    return sealing.seal(keyring, claims, now, bound=pending.ctx.principal)
+    return seal_request(pending.ctx, pending.tool.name, pending.original, config, keyring, now,
+                        r=pending.round, g=pending.arguments, k=pending.confirmed, q=question.key)
 
 
-def _differs(claims: Mapping[str, Any], request: CallRequest, config: Config) -> list[str]:
-    """What differs between a verified state's claims (`seal_state`) and this retry, in words."""
-    tool = request.tool.name
+def seal_request(ctx: Context, name: str, original: Mapping[str, Any], config: Config, keyring: sealing.Keys,
+                 now: float, **progress: Any) -> str:
+    """The requestState of a question asked for `ctx`'s request (its method, on the tool or prompt `name`,
+    with the arguments `original`): `progress` is where it stands (`r` its round, `g` the arguments
+    gathered so far, `q` the question's key, `k` confirmed), for `unseal_request` to give back."""
+    claims = {"v": STATE_VERSION, "m": ctx.method, "t": name, "a": sealing.digest(original), "c": config.digest,
+              **progress}
+    return sealing.seal(keyring, claims, now, bound=ctx.principal)
+
+
+def _differs(claims: Mapping[str, Any], method: str, name: str, original: Mapping[str, Any],
+             config: Config) -> list[str]:
+    """What differs between a verified state's claims (`seal_request`) and this retry, in words."""
+    kind = "tool" if method == "tools/call" else "prompt"
     checks = [
         (claims.get("v") == STATE_VERSION, f"it is of state format {claims.get('v')!r}, not {STATE_VERSION}"),
-        (claims.get("m") == "tools/call", f"it was issued for method {claims.get('m')!r}, not tools/call"),
-        (claims.get("t") == tool, f"it was issued for tool {claims.get('t')!r}, not {tool!r}"),
-        (claims.get("a") == sealing.digest(request.arguments),
-         "it was issued for other arguments than this call's"),
+        (claims.get("m") == method, f"it was issued for method {claims.get('m')!r}, not {method}"),
+        (claims.get("t") == name, f"it was issued for {kind} {claims.get('t')!r}, not {name!r}"),
+        (claims.get("a") == sealing.digest(original), "it was issued for other arguments than this request's"),
         (claims.get("c") == config.digest, "the tools file changed since it was issued (it was reloaded)"),
         (isinstance(claims.get("g"), dict) and isinstance(claims.get("r"), int),
          "its answers so far or its round are malformed"),
     ]
     return [words for ok, words in checks if not ok]
+
+
+def ask_result(question: Question, state: str, rev: Revision) -> dict[str, Any]:
+    """The input_required result asking `question`, with the requestState to send back with the answer."""
+    return {"inputRequests": {question.key: question.request(rev)}, "requestState": state}
+
+
+def input_responses(ctx: Context) -> dict[str, Any]:
+    """A modern retry's `inputResponses` (an object, else -32602)."""
+    responses = ctx.params.get("inputResponses", {})
+    if not isinstance(responses, dict):
+        raise ProtocolError(-32602, "inputResponses must be an object")
+    return responses
+
+
+def unseal_request(ctx: Context, name: str, original: Mapping[str, Any], config: Config, keyring: sealing.Keys,
+                   now: float) -> sealing.Unsealed:
+    """`ctx`'s requestState verified as one `seal_request` made for this very request (its method, `name`,
+    `original` arguments, the tools file and the requestor), else -32602 with the reason for stderr."""
+    state = ctx.params.get("requestState")
+    if not isinstance(state, str):
+        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState is not a string")
+    try:
+        unsealed = sealing.unseal(keyring, state, now, bound=ctx.principal)   # another's: a bad signature
+    except sealing.StateError as exc:
+        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
+    differs = _differs(unsealed.claims, ctx.method, name, original, config)
+    if differs:
+        raise ProtocolError(-32602, "invalid or expired requestState",
+                            diagnostic=f"requestState refused: {'; '.join(differs)}")
+    return unsealed
 
 
 def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.Keys, now: float,
@@ -112,27 +153,16 @@ def resume(ctx: Context, request: CallRequest, config: Config, keyring: sealing.
 
     Answers without a requestState answer no question of ours: the call starts afresh, so what it
     needs is asked again (SEP-2322: a new input_required rather than an error), nothing taken on trust."""
-    state, responses = ctx.params.get("requestState"), ctx.params.get("inputResponses", {})
-    if not isinstance(responses, dict):
-        raise ProtocolError(-32602, "inputResponses must be an object")
-    if state is None:
+    responses = input_responses(ctx)
+    if "requestState" not in ctx.params:
         return Pending(ctx, request.tool, dict(request.arguments), as_task=as_task, original=request.arguments), None, None
-    if not isinstance(state, str):
-        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic="requestState is not a string")
-    try:
-        unsealed = sealing.unseal(keyring, state, now, bound=ctx.principal)   # another's: a bad signature
-    except sealing.StateError as exc:
-        raise ProtocolError(-32602, "invalid or expired requestState", diagnostic=f"requestState: {exc.reason}") from None
+    unsealed = unseal_request(ctx, request.tool.name, request.arguments, config, keyring, now)
     claims = unsealed.claims
-    differs = _differs(claims, request, config)
-    if differs:
-        raise ProtocolError(-32602, "invalid or expired requestState",
-                            diagnostic=f"requestState refused: {'; '.join(differs)}")
     pending = Pending(ctx, request.tool, claims["g"], confirmed=claims.get("k") is True,
                       as_task=as_task, round=claims["r"], original=request.arguments,
                       state=Once(unsealed.nonce, unsealed.expires_at))
     key = claims.get("q")
-    answer = responses.get(key)
+    answer = responses.get(key) if isinstance(key, str) else None
     if answer is not None and not isinstance(answer, dict):
         raise ProtocolError(-32602, f"inputResponses.{key} must be an elicitation result object")
     return pending, key if isinstance(key, str) else None, answer

@@ -154,10 +154,10 @@ class ServerState:
         return self._completions
 
     # --- answers ------------------------------------------------------------------------
-    def reply(self, ctx: Context, result: dict[str, Any]) -> Send:
+    def reply(self, ctx: Context, result: dict[str, Any], result_type: str = "complete") -> Send:
         """A result for the request's era: modern results are stamped (resultType, serverInfo)."""
         if ctx.modern:
-            result = modern.stamp(result, self.config)
+            result = modern.stamp(result, self.config, result_type)
         return Send(jsonrpc.response(ctx.id, result), (ctx.id,))
 
     def listed(self, ctx: Context, page: dict[str, Any]) -> Send:

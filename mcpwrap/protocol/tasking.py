@@ -171,7 +171,7 @@ def record_error(record: TaskRecord) -> ProtocolError:
     error = record.error or {}
     code = error.get("code")
     return ProtocolError(code if isinstance(code, int) and not isinstance(code, bool) else -32603,
-                         str(error.get("message") or record.status_message or "Task failed"))
+                         str(error.get("message") or record.status_message or "Task failed"), error.get("data"))
 
 
 # --- 2025-11-25 ---------------------------------------------------------------------------

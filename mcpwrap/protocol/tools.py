@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 PAGE_SIZE = 500
 TASK_SUPPORT = {"optional": "optional", "always": "required"}
+PROTOCOL_ERROR_CHARS = 2000       # a protocol error's message keeps this much of the end of its result's text
 
 
 class ProtocolError(Exception):
@@ -137,6 +138,15 @@ def render_result(result: ToolResult, rev: Revision) -> dict[str, Any]:
         out["structuredContent"] = structured
     out["isError"] = result.is_error
     return out
+
+
+def result_error(result: ToolResult) -> ProtocolError | None:
+    """The JSON-RPC error a result stands for: a command that ended with one of its tool's
+    `protocol_error_codes` answers a plain call with it, and fails its task with it (-32603, the
+    error result's text as the message, the exit status as data); None for any other result."""
+    if not result.protocol_error:
+        return None
+    return ProtocolError(-32603, result.text[-PROTOCOL_ERROR_CHARS:], {"exitCode": result.exit_code})
 
 
 def progress_params(token: str | int, progress: float, total: float | None, message: str | None,

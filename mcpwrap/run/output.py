@@ -332,7 +332,8 @@ class Capture:
 def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, timed_out: bool,
                 stderr_tail: str, duration_s: float, links: tuple[ResourceLink, ...] = (),
                 limit_hit: str | None = None) -> ToolResult:
-    """Turn what the child produced into a ToolResult according to tool.output.
+    """Turn what the child produced into a ToolResult according to tool.output (an exit status in
+    `protocol_error_codes` marks the error result a protocol error).
 
     `links` name the streams kept whole in the spool: they follow the result's other blocks."""
     meta: dict[str, Any] = dict(exit_code=exit_code, duration_s=duration_s, truncated=dropped > 0,
@@ -347,7 +348,9 @@ def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, 
                else f"killed by signal {-(exit_code or 0)}")
         parts = [stdout.decode("utf-8", "replace") if tool.output in ("text", "json") else "",
                  stderr_tail.strip(), f"[{tool.name} {why}]"]
-        return ToolResult(content=(Text("\n".join(p for p in parts if p)), *links), is_error=True, **meta)
+        return ToolResult(content=(Text("\n".join(p for p in parts if p)), *links), is_error=True,
+                          protocol_error=not timed_out and limit_hit is None and exit_code in tool.protocol_error_codes,
+                          **meta)
     if tool.output == "text":
         text = stdout.decode("utf-8", "replace")
         if dropped:

@@ -28,7 +28,7 @@ from mcpwrap.protocol.pages import Page
 from mcpwrap.protocol.prompts import fill
 from mcpwrap.protocol.revisions import Revision
 from mcpwrap.protocol.tools import ProtocolError
-from mcpwrap.result import Block, Resource, Text, ToolResult
+from mcpwrap.result import Block, Media, Resource, Text, ToolResult
 from mcpwrap.run import process as runner
 from mcpwrap.run.arguments import place, resolve_paths
 from mcpwrap.run.spool import Spool
@@ -106,7 +106,8 @@ async def _run(tool: Tool, arguments: Mapping[str, object], what: str) -> ToolRe
 
 async def prompt_blocks(config: Config, prompt: Prompt, arguments: Mapping[str, str], spool: Spool,
                         rev: Revision) -> list[tuple[str, Block]]:
-    """Each message as a content block: text filled in, a resource read, a command's output."""
+    """Each message as a content block: text filled in, a resource read, a command's output (as text, or
+    the image or audio block its `output` names)."""
     blocks: list[tuple[str, Block]] = []
     for i, message in enumerate(prompt.messages):
         if message.text is not None:
@@ -120,7 +121,8 @@ async def prompt_blocks(config: Config, prompt: Prompt, arguments: Mapping[str, 
         else:
             assert message.tool is not None
             result = await _run(message.tool, arguments, f"prompt '{prompt.name}' message {i}")
-            blocks.append((message.role, Text(result.text)))
+            media = result.content[0] if message.tool.output != "text" and result.content else None
+            blocks.append((message.role, media if isinstance(media, Media) else Text(result.text)))
     return blocks
 
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from mcpwrap.config import load as config_module
 from mcpwrap.protocol import audit, identity, sealing
 from mcpwrap.protocol.tasking import TaskRecord, new_id, valid_id
+from mcpwrap.protocol.tools import result_error
 from mcpwrap.state import signing
 from mcpwrap.state.durable import UnsafePathError
 from mcpwrap.tasks.store import MAX_RUNNING, Store, process_start, signed_by
@@ -337,7 +338,11 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path, trail: _Trai
         store.finish(task_id, error={"code": -32603, "message": f"the task's supervisor was stopped by {name}"})
         return 1
     if result is not None:
-        store.finish(task_id, result=result.to_json())
+        error = result_error(result)          # an exit status the tools file maps to a protocol error: failed
+        if error is not None:
+            store.finish(task_id, error=error.to_json())
+        else:
+            store.finish(task_id, result=result.to_json())
     return 0
 
 

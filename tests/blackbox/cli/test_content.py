@@ -47,6 +47,12 @@ messages = [
 """
 
 
+PICTURE = """
+[prompts.picture]
+messages = [{ text = "This one:" }, { command = ["printf", "\\\\211PNG"], output = "image/png" }]
+"""
+
+
 @pytest.fixture()
 def tools(tmp_path: Path) -> Path:
     path = tmp_path / "tools.toml"
@@ -110,6 +116,10 @@ def test_prompt_prints_the_messages(tools: Path) -> None:
     as_json = json.loads(run("prompt", str(tools), "review", "-a", "topic=x", "--json").stdout)
     mcpschema.check("2025-11-25", {"jsonrpc": "2.0", "id": 1, "result": as_json}, "prompts/get")
     assert [m["content"]["type"] for m in as_json["messages"]] == ["text", "resource", "text"]
+    tools.write_text(TOOLS + PICTURE)
+    picture = run("prompt", str(tools), "picture")
+    assert picture.returncode == 0, picture.stderr
+    assert picture.stdout == "[user]\nThis one:\n\n[user]\n(image/png image: see --json)\n"
 
 
 def test_prompt_refusals(tools: Path) -> None:

@@ -76,11 +76,19 @@ def test_a_file_with_resources_and_prompts_only() -> None:
     ('[prompts.p]\nargs.a = { enum = [1] }\nmessages = [{ text = "a" }]\n', "'enum' must be an array of strings"),
     ('[prompts.p]\nargs.a = { requird = true }\nmessages = [{ text = "a" }]\n', "(did you mean 'required'?)"),
     ('[prompts.p]\n', "needs 'messages'"),
+    ('[prompts.p]\nmessages = [{ text = "a", output = "image/png" }]\n', "and only for a command or shell message"),
+    ('[prompts.p]\nmessages = [{ command = ["b"], output = "json" }]\n', "messages[0].output must be"),
     ('[spool]\nquota = "lots"\n[tools.t]\ncommand = ["x"]\n', "2:1: 'spool.quota': bad size"),
 ])
 def test_located_problems(text: str, expected: str) -> None:
     found = problems(text)
     assert any(expected in p for p in found), found
+
+
+def test_a_command_message_may_be_an_image() -> None:
+    prompt = load('[prompts.p]\nmessages = [{ shell = "cat logo.png", output = "image/png" }, { command = ["x"] }]\n'
+                  ).prompts[0]
+    assert [m.tool.output for m in prompt.messages if m.tool] == ["image/png", "text"]
 
 
 def test_schema_file_lists_the_new_keys() -> None:

@@ -231,3 +231,17 @@ def test_success_codes(tmp_path: Path, snippet: str, codes: set[int] | None) -> 
         config.load(tmp_path / "t.toml")
     assert "success_codes" in str(caught.value) and caught.value.problems[0].line == 3
 
+
+@pytest.mark.parametrize(("snippet", "codes"), [
+    ("", set()), ("protocol_error_codes = [2, 70]", {2, 70}), ("protocol_error_codes = []", None),
+    ("protocol_error_codes = [256]", None), ("protocol_error_codes = [0]", None),
+    ("success_codes = [0, 1]\nprotocol_error_codes = [1]", None)])
+def test_protocol_error_codes(tmp_path: Path, snippet: str, codes: set[int] | None) -> None:
+    """Exit statuses that are a protocol error: never a success code too."""
+    (tmp_path / "t.toml").write_text(f'[tools.t]\ncommand = ["true"]\n{snippet}\n')
+    if codes is not None:
+        assert config.load(tmp_path / "t.toml").tools[0].protocol_error_codes == codes
+        return
+    with pytest.raises(config.ConfigError) as caught:
+        config.load(tmp_path / "t.toml")
+    assert [p for p in caught.value.problems if "protocol_error_codes" in p.message], str(caught.value)

@@ -118,6 +118,20 @@ def test_handshake_and_call_per_revision(version: str) -> None:
     assert done[0]["result"]["content"] == [{"type": "text", "text": "hi\n"}]
 
 
+@pytest.mark.parametrize("version", ["2025-11-25", "2026-07-28"])
+def test_a_call_whose_command_ends_with_a_protocol_error_code_is_answered_with_the_error(version: str) -> None:
+    core = make_core()
+    meta: dict[str, Any] = {"_meta": modern_meta()} if version == "2026-07-28" else {}
+    if not meta:
+        init(core, version)
+    start = next(a for a in feed(core, request(1, "tools/call", {**meta, "name": "echo", "arguments": {"msg": "x"}}))
+                 if isinstance(a, StartCall))
+    crashed = ToolResult((Text("[echo exited with status 2]"),), is_error=True, exit_code=2, protocol_error=True)
+    done = sent(core.call_done(start.ctx, crashed))
+    mcpschema.check(version, done[0], "tools/call")
+    assert done[0]["error"] == {"code": -32603, "message": "[echo exited with status 2]", "data": {"exitCode": 2}}
+
+
 def test_cancel_suppresses_response() -> None:
     core = make_core()
     init(core)

@@ -9,7 +9,7 @@ import pytest
 
 from mcpwrap.config import load as config
 from mcpwrap.protocol.revisions import REVISIONS
-from mcpwrap.protocol.tools import ProtocolError, list_page, parse_call, progress_params, render_result
+from mcpwrap.protocol.tools import ProtocolError, list_page, parse_call, progress_params, render_result, result_error
 from mcpwrap.result import Media, ResourceLink, Text, ToolResult
 from tests import mcpschema
 
@@ -95,3 +95,12 @@ def test_progress_says_its_message_only_where_the_revision_has_one() -> None:
     assert progress_params("p", 1, None, "half", REVISIONS["2024-11-05"]) == {"progressToken": "p", "progress": 1}
     assert progress_params(3, 1, 2, "half", REVISIONS["2025-03-26"]) == {
         "progressToken": 3, "progress": 1, "total": 2, "message": "half"}
+
+
+def test_a_result_with_a_protocol_error_code_stands_for_a_json_rpc_error() -> None:
+    crashed = ToolResult((Text("x" * 3000 + "\n[t exited with status 2]"),), is_error=True, exit_code=2,
+                         protocol_error=True)
+    error = result_error(crashed)
+    assert error is not None and error.to_json() == {
+        "code": -32603, "message": crashed.text[-2000:], "data": {"exitCode": 2}}
+    assert result_error(ToolResult((Text("failed"),), is_error=True, exit_code=1)) is None

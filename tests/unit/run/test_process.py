@@ -125,6 +125,9 @@ output = "mcp"
 [tools.codes]
 command = ["sh", "-c", "echo partial; exit 1"]
 success_codes = [0, 1]
+[tools.crash]
+command = ["sh", "-c", "exit 2"]
+protocol_error_codes = [2]
 [tools.stdin]
 command = ["cat"]
 stdin = "body"
@@ -144,7 +147,9 @@ timeout = "60s"
     assert rich.content == (Text("t"), ResourceLink("file:///x", "x")) and rich.structured == {"k": 1}
     malformed = run(cfg.tool("badmcp"), {})
     assert malformed.is_error and "content[0].type" in malformed.text
-    assert not run(cfg.tool("codes"), {}).is_error
+    assert not run(cfg.tool("codes"), {}).is_error and not run(cfg.tool("codes"), {}).protocol_error
+    crash = run(cfg.tool("crash"), {})
+    assert crash.is_error and crash.protocol_error and crash.exit_code == 2
     assert run(cfg.tool("stdin"), {"body": "fed\n"}).text == "fed\n"
     # The call's stdin is /dev/null, never the server's: give this process a stdin that never ends
     # (pytest's is /dev/null already), on which an inheriting cat would block until its timeout.
