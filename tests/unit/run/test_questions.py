@@ -148,18 +148,19 @@ def test_the_next_prompt_is_seen_on_its_own_not_after_the_answered_one(tmp_path:
 
 
 JSON_AFTER_A_QUESTION = """[tools.t]
-shell = '''printf 'Environment: '; IFS= read -r env; printf '{{"env": "%s"}}\\n' "$env"'''
+shell = '''printf 'Environment: '; IFS= read -r env; printf '{doc}\\n' "$env"'''
 output = "{output}"
 tty = {tty}
 ask_quiet = "50ms"
 ask = [{{ prompt = 'Environment: $', message = "Which environment?" }}]
 """
+ENV = '{"env": "%s"}'
 
 
 def test_the_prompt_of_a_json_tool_is_not_part_of_the_json_it_prints(tmp_path: Path) -> None:
     for tty in ("false", "true"):
         path = tmp_path / "json.toml"
-        path.write_text(JSON_AFTER_A_QUESTION.format(output="json", tty=tty))
+        path.write_text(JSON_AFTER_A_QUESTION.format(output="json", tty=tty, doc=ENV))
         result, asked = run(config.load(path).tool("t"), ["prod"])
         assert [q.prompt for q in asked] == ["Environment: "]
         assert not result.is_error and result.structured == {"env": "prod"}, (tty, result.text)
@@ -167,15 +168,15 @@ def test_the_prompt_of_a_json_tool_is_not_part_of_the_json_it_prints(tmp_path: P
 
 def test_the_prompt_of_an_mcp_tool_is_not_part_of_the_result_it_prints(tmp_path: Path) -> None:
     path = tmp_path / "mcp.toml"
-    path.write_text(JSON_AFTER_A_QUESTION.format(output="mcp", tty="false").replace(
-        '\'{{"env": "%s"}}\\\\n\'', '\'{{"content": [{{"type": "text", "text": "%s"}}]}}\\\\n\''))
+    path.write_text(JSON_AFTER_A_QUESTION.format(output="mcp", tty="false",
+                                                 doc='{"content": [{"type": "text", "text": "%s"}]}'))
     result, _ = run(config.load(path).tool("t"), ["dev"])
     assert not result.is_error and result.text == "dev", result.text
 
 
 def test_a_text_tool_keeps_its_prompt_in_its_output(tmp_path: Path) -> None:
     path = tmp_path / "text.toml"
-    path.write_text(JSON_AFTER_A_QUESTION.format(output="text", tty="false"))
+    path.write_text(JSON_AFTER_A_QUESTION.format(output="text", tty="false", doc=ENV))
     result, _ = run(config.load(path).tool("t"), ["prod"])
     assert result.text == 'Environment: {"env": "prod"}\n'
 
@@ -218,3 +219,16 @@ ask = [{ prompt = 'a*a*a*a*a*c', message = "slow" }, { prompt = 'a: $', message 
     question = prompts.question()
     assert question is not None and question.rule.message == "fast"
     assert len(warnings) == 1 and "rest of this call" in warnings[0], warnings
+
+
+def test_each_prompt_of_a_json_tool_is_left_out_of_its_json(tmp_path: Path) -> None:
+    path = tmp_path / "two.toml"
+    path.write_text("""[tools.t]
+shell = '''echo '{"log": ['; printf 'Environment: '; IFS= read -r env; printf '"%s",' "$env"; printf 'Name: '; IFS= read -r name; printf '"%s"]}\\n' "$name"'''
+output = "json"
+ask_quiet = "50ms"
+ask = [{ prompt = 'Environment: $', message = "Which environment?" }, { prompt = 'Name: $', message = "Which name?" }]
+""")
+    result, asked = run(config.load(path).tool("t"), ["dev", "x"])
+    assert [q.prompt for q in asked] == ["Environment: ", '"dev",Name: ']
+    assert result.structured == {"log": ["dev", "x"]}, result.text       # from where the prompt matched, no more
