@@ -4,7 +4,8 @@
 problem on the `Reader`. A prompt pattern is refused when it can backtrack without bound
 (`backtracks`: a repeat inside a repeat, an alternation or a backreference under a repeat), so no
 output a command prints can make matching it cost more than a scan; the runner also stops any one
-match after a few milliseconds, as it does a progress pattern's. An answer is a primitive
+match after a few milliseconds, and drops a pattern too slow for the rest of the call, as it does a
+progress pattern (`run.output.GuardedPattern`). `show_stream` names the stream `show` quotes. An answer is a primitive
 elicitation schema (`ANSWER_KEYS`), and `send` is either one template whose only placeholder is
 `{value}`, or a table giving the bytes for each possible answer (a boolean's "true" and "false",
 an enum's values), so what a command receives is what its author wrote, with the value as data.
