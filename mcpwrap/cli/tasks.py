@@ -62,10 +62,32 @@ def tasks_cancel(where: str, task_id: str | None, state_dir: str | None, as_json
         if exc.record.status != "cancelled":      # finished otherwise: what was asked can no longer be done
             fail(f"task {task_id} is already {tasks.display_status(exc.record)}", EXIT_TOOL_ERROR)
         record, was = exc.record, "was already cancelled"   # already what was asked
+    if was is None:
+        _audit_cancel(record)
     if as_json:
         print_json(tasks.public_json(record))
     else:
         print(f"task {task_id} {was}" if was else f"cancelled {task_id}")  # stdout-ok
+
+
+def _audit_cancel(record: Any) -> None:
+    """`task.cancelled` in the audit trail of the tools file the task was created from (its snapshot,
+    else the file now): where its supervisor writes the task's other lines. A trail given only by
+    `serve --audit` is not known here. A line that cannot be written is a warning: the task is cancelled."""
+    from mcpwrap.config import load as config
+    from mcpwrap.protocol import audit, identity
+    from mcpwrap.state.audit_log import AuditError, AuditLog
+
+    path = Path(record.tools_file)
+    try:
+        trail = (config.loads(record.snapshot.encode(), path) if record.snapshot is not None
+                 else config.load(path)).audit
+        if trail is not None:
+            AuditLog(trail.path, max_bytes=trail.max_bytes).append(
+                audit.task_cancelled(audit.Caller(identity.LOCAL, "cli"), None, record.task_id))
+    except (config.ConfigError, AuditError) as exc:
+        print(f"mcpwrap: warning: the cancellation of {record.task_id} is not in the audit trail: {exc}",
+              file=sys.stderr)
 
 
 def tasks_gc(file: str, state_dir: str | None, as_json: bool) -> None:

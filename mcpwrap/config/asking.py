@@ -4,7 +4,8 @@
 problem on the `Reader`. A prompt pattern is refused when it can backtrack without bound
 (`backtracks`: a repeat inside a repeat, an alternation or a backreference under a repeat), so no
 output a command prints can make matching it cost more than a scan; the runner also stops any one
-match after a few milliseconds, as it does a progress pattern's. An answer is a primitive
+match after a few milliseconds, and drops a pattern too slow for the rest of the call, as it does a
+progress pattern (`run.output.GuardedPattern`). `show_stream` names the stream `show` quotes. An answer is a primitive
 elicitation schema (`ANSWER_KEYS`), and `send` is either one template whose only placeholder is
 `{value}`, or a table giving the bytes for each possible answer (a boolean's "true" and "false",
 an enum's values), so what a command receives is what its author wrote, with the value as data.
@@ -21,7 +22,8 @@ import re._parser as sre_parse       # type: ignore[import-not-found]   # the pa
 from mcpwrap.config.model import NO_DEFAULT, AskRule
 from mcpwrap.config.reader import Reader, is_table, parse_duration
 
-ASK_KEYS = {"prompt", "message", "answer", "send", "default", "show"}
+ASK_KEYS = {"prompt", "message", "answer", "send", "default", "show", "show_stream"}
+SHOW_STREAMS = ("stdout", "stderr")
 # What an answer schema may say: the primitive forms elicitation asks for (MCP PrimitiveSchemaDefinition).
 ANSWER_KEYS = {"type", "title", "description", "enum", "enumNames", "minLength", "maxLength", "minimum", "maximum"}
 ANSWER_TYPES = ("boolean", "string", "number", "integer")
@@ -92,12 +94,16 @@ def _read_rule(r: Reader, entry: Mapping[str, Any], key: tuple[str, ...]) -> Ask
     show = r.typed(entry, key, "show", int, 0)
     if not 0 <= show <= MAX_SHOW:
         r.problem(key + ("show",), f"show must be 0-{MAX_SHOW} lines")
+    show_stream = r.typed(entry, key, "show_stream", str, "stdout")
+    if show_stream not in SHOW_STREAMS:
+        r.problem(key + ("show_stream",), f"show_stream is {' or '.join(SHOW_STREAMS)}, not {show_stream!r}")
     default = entry.get("default", NO_DEFAULT)
     if default is not NO_DEFAULT and answer:
         r.schemas.add(key + ("answer",), {**answer, "default": default})   # the default must fit the answer
     if len(r.problems) > before or prompt is None or message is None or send is None:
         return None
-    return AskRule(prompt=prompt, message=message, answer=answer, send=send, default=default, show=show)
+    return AskRule(prompt=prompt, message=message, answer=answer, send=send, default=default, show=show,
+                   show_stream=show_stream)
 
 
 def _read_prompt(r: Reader, entry: Mapping[str, Any], key: tuple[str, ...]) -> re.Pattern[str] | None:

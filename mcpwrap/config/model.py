@@ -94,7 +94,8 @@ class AskRule:
     answer: Mapping[str, Any]          # a primitive elicitation schema (boolean, string, enum, number, integer)
     send: str | Mapping[str, str]      # "{value}\n", or the bytes for each answer ("true"/"false", an enum value)
     default: Any = NO_DEFAULT          # the answer when nobody can be asked
-    show: int = 0                      # last lines of output quoted in the question
+    show: int = 0                      # last lines of `show_stream` quoted in the question
+    show_stream: str = "stdout"        # the stream `show` quotes: "stdout" or "stderr"
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def task_created(caller: Caller, request_id: Any, task_id: str, tool: Tool, argu
 
 
 def task_cancelled(caller: Caller | None, request_id: Any, task_id: str) -> Record:
-    """A cancellation asked for (`caller` None: by the local user's `mcpwrap tasks cancel`)."""
+    """A cancellation asked for (by the local user's `mcpwrap tasks cancel`: identity local, transport "cli")."""
     return _event("task.cancelled", caller, request_id, task_id=task_id)
 
 

@@ -4,11 +4,12 @@ stdout is kept up to `max_output` while the rest is drained and counted (and, gi
 kept whole on disk with stderr and linked from the result); stderr is delivered line by line and
 its tail kept for an error result.
 
-Progress patterns see the first `PROGRESS_WINDOW` characters of a line and,
-on the main thread, each match is stopped by SIGALRM after `MATCH_LIMIT_S`;
-a match stopped while it was merely preempted is tried again, and once
-stopped matches have spent that much CPU (thread time) the pattern is
-reported once and dropped for the call. JSON from
+Progress patterns see the first `PROGRESS_WINDOW` characters of a line; they,
+and the prompt patterns of `run.questions`, are `GuardedPattern`s: on the main
+thread each match is stopped by SIGALRM after `MATCH_LIMIT_S`, a match stopped
+while it was merely preempted is tried again, and once stopped matches have
+spent that much CPU (thread time) the pattern is reported once and dropped for
+the call. JSON from
 `output = "json"`/`"mcp"` nested deeper than `OUTPUT_DEPTH` is an error result.
 """
 
@@ -22,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
@@ -104,35 +105,51 @@ def bounded_search(pattern: re.Pattern[str], text: str, limit_s: float) -> re.Ma
         signal.signal(signal.SIGALRM, previous)     # a late alarm now meets the old handler
 
 
+class GuardedPattern:
+    """A pattern one call searches its output with, each search stopped by `bounded_search` after
+    `MATCH_LIMIT_S`. The alarm is wall-clock: on a busy machine it also stops a match that was merely
+    preempted, which is tried again (`MATCH_TRIES`). Once stopped matches add up to `MATCH_LIMIT_S` of
+    CPU (thread time), which a fast pattern never reaches, the pattern is dropped for the rest of the
+    call and `on_dropped` is called, once."""
+
+    def __init__(self, pattern: re.Pattern[str], on_dropped: Callable[[], None]) -> None:
+        self.pattern: re.Pattern[str] | None = pattern
+        self.on_dropped = on_dropped
+        self.overrun_cpu = 0.0            # CPU time spent in matches the alarm stopped
+
+    @property
+    def dropped(self) -> bool:
+        return self.pattern is None
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """The pattern's match in `text`; None also once dropped, or when every try was preempted."""
+        for _ in range(MATCH_TRIES):
+            if self.pattern is None:
+                return None
+            cpu = time.thread_time()
+            try:
+                return bounded_search(self.pattern, text, MATCH_LIMIT_S)
+            except MatchTimeout:
+                self.overrun_cpu += time.thread_time() - cpu
+                if self.overrun_cpu >= MATCH_LIMIT_S:
+                    self.pattern = None
+                    self.on_dropped()
+        return None
+
+
 class ProgressTracker:
     """Finds progress in output lines and reports only strictly increasing values."""
 
     def __init__(self, tool: Tool, on_progress: OnProgress | None, on_warning: OnLine) -> None:
-        self.pattern, self.on_progress, self.last = tool.progress, on_progress, -math.inf
-        self.tool_name, self.on_warning = tool.name, on_warning
-        self.overrun_cpu = 0.0            # CPU time spent in matches the alarm stopped
+        self.on_progress, self.last = on_progress, -math.inf
+        self.pattern = None if tool.progress is None else GuardedPattern(tool.progress, lambda: on_warning(
+            f"{tool.name}: the progress pattern ran over {MATCH_LIMIT_S * 1000:g} ms of CPU; "
+            "progress is off for the rest of this call"))
 
     def line(self, text: str) -> None:
         if self.pattern is None or self.on_progress is None:
             return
-        window = text[:PROGRESS_WINDOW]
-        for _ in range(MATCH_TRIES):
-            cpu = time.thread_time()
-            try:
-                match = bounded_search(self.pattern, window, MATCH_LIMIT_S)
-                break
-            except MatchTimeout:
-                # The alarm is wall-clock: on a busy machine it also stops a match that was merely
-                # preempted, which is tried again. The pattern goes once stopped matches add up to
-                # MATCH_LIMIT_S of CPU, which a fast pattern never reaches.
-                self.overrun_cpu += time.thread_time() - cpu
-                if self.overrun_cpu >= MATCH_LIMIT_S:
-                    self.pattern = None
-                    self.on_warning(f"{self.tool_name}: the progress pattern ran over {MATCH_LIMIT_S * 1000:g} ms "
-                                    "of CPU; progress is off for the rest of this call")
-                    return
-        else:
-            return                        # preempted every time: this line gives no progress
+        match = self.pattern.search(text[:PROGRESS_WINDOW])
         if not match:
             return
         groups = match.groupdict()
@@ -319,25 +336,39 @@ class Capture:
         return await self.keeper.finish(self.tool)
 
     def result(self, exit_code: int | None, timed_out: bool, duration_s: float, links: tuple[ResourceLink, ...],
-               limit_hit: str | None) -> ToolResult:
-        """The call's result, from what was read."""
+               limit_hit: str | None, prompts: Sequence[tuple[int, int]] = ()) -> ToolResult:
+        """The call's result, from what was read (`prompts`: see `make_result`)."""
         stdout = self.stdout_bytes()
         if self.overflow is not None:
             self.overflow.close()
             self.overflow = None
         return make_result(self.tool, stdout, self.dropped, exit_code, timed_out, self.stderr_text,
-                           duration_s, links, limit_hit)
+                           duration_s, links, limit_hit, prompts)
+
+
+def without(data: bytes, spans: Sequence[tuple[int, int]]) -> bytes:
+    """`data` without the byte ranges [start, end) in `spans` (in order, not overlapping; past its end: ignored)."""
+    kept, at = [], 0
+    for start, end in spans:
+        kept.append(data[at:start])
+        at = max(at, end)
+    kept.append(data[at:])
+    return b"".join(kept)
 
 
 def make_result(tool: Tool, stdout: bytes, dropped: int, exit_code: int | None, timed_out: bool,
                 stderr_tail: str, duration_s: float, links: tuple[ResourceLink, ...] = (),
-                limit_hit: str | None = None) -> ToolResult:
+                limit_hit: str | None = None, prompts: Sequence[tuple[int, int]] = ()) -> ToolResult:
     """Turn what the child produced into a ToolResult according to tool.output (an exit status in
     `protocol_error_codes` marks the error result a protocol error).
 
-    `links` name the streams kept whole in the spool: they follow the result's other blocks."""
+    `links` name the streams kept whole in the spool: they follow the result's other blocks. `prompts`
+    are the ranges of stdout that were a question's prompt (`run.questions`): output other than text
+    (JSON, an MCP result, bytes) is made of stdout without them; text keeps them, as a terminal shows."""
     meta: dict[str, Any] = dict(exit_code=exit_code, duration_s=duration_s, truncated=dropped > 0,
                                 timed_out=timed_out, stderr_tail=stderr_tail, bytes_out=len(stdout) + dropped)
+    if prompts and tool.output != "text":
+        stdout = without(stdout, prompts)
     kept = next((link.uri for link in links if link.uri.endswith("/stdout")), None)
     where = f"; the whole output is kept at {kept}" if kept else ""
     failed = timed_out or limit_hit is not None or exit_code not in tool.success_codes

@@ -371,7 +371,7 @@ async def run(tool: Tool, args: Mapping[str, Any], *, on_stderr: OnLine | None =
         with trio.CancelScope(shield=True):
             links = await _wrap_up(call, capture, confinement, grace, limit_hit)
     return capture.result(call.process.returncode, timed_out, time.monotonic() - started, links,
-                          limit_hit[0] if limit_hit else None)
+                          limit_hit[0] if limit_hit else None, prompts.prompts_at if prompts else ())
 
 
 def _call_env(tool: Tool, args: Mapping[str, Any], tag: str) -> dict[str, str]:

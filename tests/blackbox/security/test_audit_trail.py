@@ -258,3 +258,23 @@ def test_a_task_nobody_follows_is_in_the_trail_from_its_start_to_its_end(tmp_pat
     assert [r["event"] for r in records(trail)][-2:] == ["call.end", "task.finished"]
     assert SECRET.encode() not in trail.read_bytes()
     assert verify(trail).returncode == 0, verify(trail).stderr
+
+
+def test_a_task_cancelled_from_the_shell_is_in_the_trail(tmp_path: Path) -> None:
+    """`mcpwrap tasks cancel` writes `task.cancelled` in the trail of the tools file the task was
+    created from, as a client's tasks/cancel does; a second cancel, which changes nothing, writes none."""
+    from tests.blackbox.cli.test_more import run
+
+    trail, state = tmp_path / "trail.log", tmp_path / "state"
+    tools = tools_file(tmp_path, 'audit = "trail.log"')
+    started = run("call", str(tools), "slow", "--task", "--no-wait", "--state-dir", str(state))
+    assert started.returncode == 0, started.stderr
+    task_id = started.stdout.strip()
+    wait_for(trail, "call.start")
+    for _ in range(2):
+        cancelled = run("tasks", "cancel", task_id, "--state-dir", str(state))
+        assert cancelled.returncode == 0, cancelled.stderr
+    wait_for(trail, "task.finished")
+    lines = [r for r in records(trail) if r["event"] == "task.cancelled"]
+    assert [(r["task_id"], r["identity"], r["transport"]) for r in lines] == [(task_id, "local", "cli")], lines
+    assert verify(trail).returncode == 0, verify(trail).stderr

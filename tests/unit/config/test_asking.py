@@ -31,7 +31,7 @@ def test_a_terraform_style_rule_is_read_with_its_defaults(tmp_path: Path) -> Non
                        "send = { true = \"yes\\n\", false = \"no\\n\" }, default = false, show = 20 }")
     (rule,) = t.ask
     assert rule.prompt.search("  Enter a value: ") and rule.send == {"true": "yes\n", "false": "no\n"}
-    assert (rule.default, rule.show, rule.answer) == (False, 20, {"type": "boolean"})
+    assert (rule.default, rule.show, rule.show_stream, rule.answer) == (False, 20, "stdout", {"type": "boolean"})
     assert (t.ask_timeout_s, t.ask_quiet_s) == (t.timeout_s, 0.2)
 
 
@@ -66,6 +66,7 @@ def test_ordinary_prompts_are_not_taken_for_backtracking_ones(pattern: str) -> N
     ("{ message = 'q' }", "needs a 'prompt'"),
     ("{ prompt = 'x' }", "needs a 'message'"),
     ("{ prompt = 'x', message = 'q', show = 1000 }", "show must be"),
+    ("{ prompt = 'x', message = 'q', show = 5, show_stream = 'both' }", "show_stream is stdout or stderr, not 'both'"),
 ])
 def test_a_rule_that_could_not_work_is_refused_at_load(tmp_path: Path, ask: str, words: str) -> None:
     assert words in problems(tmp_path, ask)

@@ -221,7 +221,7 @@ def test_a_match_stopped_while_preempted_is_tried_again(monkeypatch: pytest.Monk
     warnings: list[str] = []
     tracker = run_output.ProgressTracker(spec, lambda p, t, m: seen.append((p, t)), warnings.append)
     tracker.line("step 2/3")
-    assert seen == [(2.0, 3.0)] and warnings == [] and tracker.pattern is not None
+    assert seen == [(2.0, 3.0)] and warnings == [] and tracker.pattern is not None and not tracker.pattern.dropped
 
 
 def test_match_guard_stops_a_runaway_match_and_restores_signals() -> None:

@@ -12,7 +12,7 @@ import trio
 from mcpwrap.config import load as config
 from mcpwrap.protocol.answers import Asked
 from mcpwrap.run import process as runner
-from mcpwrap.run.questions import Unanswered
+from mcpwrap.run.questions import Prompts, Unanswered
 from tests.harness import HANG_S
 
 TERRAFORM = """
@@ -145,3 +145,90 @@ ask = [{ prompt = 'Continue\\? $', message = "Continue?", answer = { type = "boo
 def test_the_next_prompt_is_seen_on_its_own_not_after_the_answered_one(tmp_path: Path) -> None:
     _, asked = run(tools(tmp_path).tool("migrate"), ["dev", "x"])
     assert [q.prompt for q in asked] == ["Environment: ", "Name: "]
+
+
+JSON_AFTER_A_QUESTION = """[tools.t]
+shell = '''printf 'Environment: '; IFS= read -r env; printf '{doc}\\n' "$env"'''
+output = "{output}"
+tty = {tty}
+ask_quiet = "50ms"
+ask = [{{ prompt = 'Environment: $', message = "Which environment?" }}]
+"""
+ENV = '{"env": "%s"}'
+
+
+def test_the_prompt_of_a_json_tool_is_not_part_of_the_json_it_prints(tmp_path: Path) -> None:
+    for tty in ("false", "true"):
+        path = tmp_path / "json.toml"
+        path.write_text(JSON_AFTER_A_QUESTION.format(output="json", tty=tty, doc=ENV))
+        result, asked = run(config.load(path).tool("t"), ["prod"])
+        assert [q.prompt for q in asked] == ["Environment: "]
+        assert not result.is_error and result.structured == {"env": "prod"}, (tty, result.text)
+
+
+def test_the_prompt_of_an_mcp_tool_is_not_part_of_the_result_it_prints(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.toml"
+    path.write_text(JSON_AFTER_A_QUESTION.format(output="mcp", tty="false",
+                                                 doc='{"content": [{"type": "text", "text": "%s"}]}'))
+    result, _ = run(config.load(path).tool("t"), ["dev"])
+    assert not result.is_error and result.text == "dev", result.text
+
+
+def test_a_text_tool_keeps_its_prompt_in_its_output(tmp_path: Path) -> None:
+    path = tmp_path / "text.toml"
+    path.write_text(JSON_AFTER_A_QUESTION.format(output="text", tty="false", doc=ENV))
+    result, _ = run(config.load(path).tool("t"), ["prod"])
+    assert result.text == 'Environment: {"env": "prod"}\n'
+
+
+SHOWING = """[tools.t]
+shell = '''echo 'plan 1'; echo 'warning: slow disk' >&2; echo 'plan 2'; printf 'Continue? ' {prompt_to}; IFS= read -r v; echo "got [$v]"'''
+ask_quiet = "50ms"
+ask = [{{ prompt = 'Continue\\? $', message = "Continue?", show = 3 {stream} }}]
+"""
+
+
+def test_show_quotes_stdout_not_stderr_interleaved_with_it(tmp_path: Path) -> None:
+    for prompt_to in ("", ">&2"):                       # the prompt on stdout, or on stderr as `read -p` writes it
+        path = tmp_path / "show.toml"
+        path.write_text(SHOWING.format(prompt_to=prompt_to, stream=""))
+        result, (question,) = run(config.load(path).tool("t"), ["y"])
+        assert result.text.endswith("got [y]\n")
+        assert question.text == "Continue?\n\nplan 1\nplan 2", prompt_to
+
+
+def test_show_stream_stderr_quotes_stderr(tmp_path: Path) -> None:
+    path = tmp_path / "show.toml"
+    path.write_text(SHOWING.format(prompt_to=">&2", stream=', show_stream = "stderr"'))
+    _, (question,) = run(config.load(path).tool("t"), ["y"])
+    assert question.text == "Continue?\n\nwarning: slow disk"
+
+
+def test_a_prompt_pattern_too_slow_warns_once_and_is_dropped_for_the_call(tmp_path: Path) -> None:
+    path = tmp_path / "slow.toml"
+    path.write_text("""[tools.t]
+command = ["true"]
+ask = [{ prompt = 'a*a*a*a*a*c', message = "slow" }, { prompt = 'a: $', message = "fast" }]
+""")
+    warnings: list[str] = []
+    prompts = Prompts(config.load(path).tool("t"), None, warnings.append)
+    for _ in range(5):
+        prompts.feed("stdout", b"a" * 300)
+        assert prompts.question() is None
+    prompts.feed("stdout", b"a: ")
+    question = prompts.question()
+    assert question is not None and question.rule.message == "fast"
+    assert len(warnings) == 1 and "rest of this call" in warnings[0], warnings
+
+
+def test_each_prompt_of_a_json_tool_is_left_out_of_its_json(tmp_path: Path) -> None:
+    path = tmp_path / "two.toml"
+    path.write_text("""[tools.t]
+shell = '''echo '{"log": ['; printf 'Environment: '; IFS= read -r env; printf '"%s",' "$env"; printf 'Name: '; IFS= read -r name; printf '"%s"]}\\n' "$name"'''
+output = "json"
+ask_quiet = "50ms"
+ask = [{ prompt = 'Environment: $', message = "Which environment?" }, { prompt = 'Name: $', message = "Which name?" }]
+""")
+    result, asked = run(config.load(path).tool("t"), ["dev", "x"])
+    assert [q.prompt for q in asked] == ["Environment: ", '"dev",Name: ']
+    assert result.structured == {"log": ["dev", "x"]}, result.text       # from where the prompt matched, no more
