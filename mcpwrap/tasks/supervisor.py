@@ -169,7 +169,7 @@ class _Supervision:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
                     r, status="working", status_message=None, input_requests=None, input_responses=None)
-                    if r.status == "input_required" else None)
+                    if r.status == "input_required" or r.input_requests else None)
         answered, value = from_elicitation(response)
         if not answered:
             raise Unanswered(value)
