@@ -9,6 +9,9 @@
 //
 //   node tests/ts/tasks-ask.mjs <python> <tests/fixtures/ask_tasks.toml> <tmpdir>
 //
+// With TS_HTTP_URL set it talks to that `serve --http` instead (the SDK's StreamableHTTPClientTransport:
+// the question comes on the tasks/result POST's SSE stream), 2025-11-25 tasks only: this SDK's
+// transport sends none of the headers a 2026-07-28 POST must mirror.
 // The command writes what it received to <tmpdir>/legacy.out and <tmpdir>/modern.out. Prints one JSON
 // summary line on stdout (exit 0 when every step ran, 1 otherwise); the wire goes to <tmpdir>/wire.jsonl.
 
@@ -16,21 +19,24 @@ import fs from 'node:fs';
 import path from 'node:path';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, ElicitRequestSchema, ResultSchema } from '@modelcontextprotocol/sdk/types.js';
-import { recordedTransport, report } from './recorded.mjs';
+import { recordedTransport, report, tap } from './recorded.mjs';
 
 const TIMEOUT_MS = 30_000;                 // hang guards only
 const TASKS = 'io.modelcontextprotocol/tasks';
 const RELATED = 'io.modelcontextprotocol/related-task';
 const [python, toolsFile, tmpArg] = process.argv.slice(2);
 const tmpdir = path.resolve(tmpArg);
+const url = process.env.TS_HTTP_URL;
 const wire = [];
 const summary = { ok: false, step: 'start', error: null, legacy: { statuses: [], asked: [] }, modern: { statuses: [] } };
 let stderrText = '';
 
 async function main() {
   fs.mkdirSync(tmpdir, { recursive: true });
-  const transport = recordedTransport(python, toolsFile, tmpdir, wire, text => { stderrText += text; });
+  const transport = url ? tap(new StreamableHTTPClientTransport(new URL(url)), wire)
+    : recordedTransport(python, toolsFile, tmpdir, wire, text => { stderrText += text; });
   const client = new Client({ name: 'mcpwrap-ts-tasks-ask', version: '1.0.0' },
     { capabilities: { elicitation: { form: {} } } });
   client.setRequestHandler(ElicitRequestSchema, request => {
@@ -39,7 +45,7 @@ async function main() {
   });
   await client.connect(transport, { timeout: TIMEOUT_MS });
   await legacy(client);
-  await modern(client);
+  if (!url) await modern(client);
   await client.close();
   summary.step = 'done';
 }
