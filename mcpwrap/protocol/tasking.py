@@ -239,10 +239,11 @@ def modern_task(record: TaskRecord) -> dict[str, Any]:
 
 
 def modern_detailed(record: TaskRecord, rev: Revision) -> dict[str, Any]:
-    """tasks/get: the task with its outcome inlined (`result` when completed, `error` when failed)."""
+    """tasks/get: the task with its outcome inlined (`result` when completed, `error` when failed), and
+    the questions it still waits on (`inputRequests`, answered ones left out)."""
     task = modern_task(record)
     if waiting := outstanding(record):
-        task["inputRequests"] = {key: record.input_requests[key] for key in sorted(waiting)}   # type: ignore[index]
+        task["inputRequests"] = {key: (record.input_requests or {})[key] for key in sorted(waiting)}
     if record.status == "completed":
         task["result"] = render_result(stored_result(record), rev)
     elif record.status == "failed":
