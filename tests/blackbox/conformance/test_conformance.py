@@ -14,6 +14,7 @@ stays true. MUST_PASS names the scenarios that may never enter it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -24,7 +25,9 @@ from typing import Any
 
 import pytest
 
-from tests.harness import HANG_S, MODERN, modern_meta
+from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
+from mcpwrap.tasks.store import Store, process_start
+from tests.harness import HANG_S, MODERN, modern_meta, until
 from tests.httpharness import HttpServer, modern_headers
 
 TS_DIR = Path(__file__).resolve().parents[2] / "ts"
@@ -169,4 +172,17 @@ def test_extension_scenario(tmp_path: Path, scenario: str) -> None:
     with HttpServer(TOOLS, tmp_path) as server:
         results = run_suite(f"http://{server.host}:{server.port}{server.path}", ["--scenario", scenario],
                             tmp_path / "out")
+    stop_tasks(tmp_path / "state")
     assert failures(results[scenario]).keys() == EXTENSION_FAILURES[scenario][0], results[scenario]
+
+
+def stop_tasks(state: Path) -> None:
+    """Cancel the tasks a scenario left running (one parked on a question it never answered) and wait
+    for their supervisors to exit."""
+    store = Store.for_tools_file(state, TOOLS)
+    live = [record for record in store.records() if not record.terminal]
+    for record in live:
+        with contextlib.suppress(TaskLookupError, TaskTerminalError):
+            store.cancel(record.task_id)
+    pids = [record.supervisor_pid for record in live if record.supervisor_pid]
+    until(lambda: all(process_start(pid) is None for pid in pids), what="the scenario's supervisors to exit")
