@@ -6,6 +6,7 @@ its response is the answer."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +119,9 @@ def legacy_session(env: Env) -> Server:
     return server
 
 
-def legacy_parked(env: Env, out: Path, tool: str = "apply") -> tuple[Server, str]:
+def legacy_parked(env: Env, out: Path, tool: str = "apply", server_table: str = "") -> tuple[Server, str]:
     """A 2025-11-25 task (made in such a session) parked on its command's question."""
-    env.tools.write_text(TOOLS)
+    env.tools.write_text(server_table + TOOLS)
     server = legacy_session(env)
     created = server.request("tools/call", {"name": tool, "arguments": {"out": str(out)}, "task": {"ttl": 60000}})
     task_id = created["result"]["task"]["taskId"]
@@ -184,3 +185,15 @@ def test_a_2025_task_whose_relayed_question_is_never_answered_ends_at_ask_timeou
     result = server.answer(waiting)["result"]
     assert result["isError"] and "no answer came within 1s" in result["content"][0]["text"]
     assert out.read_bytes() == b""
+
+
+def test_a_task_s_questions_count_in_its_creator_s_audit_trail_never_their_answers(env: Env, tmp_path: Path) -> None:
+    trail = tmp_path / "audit.jsonl"
+    server, task_id = legacy_parked(env, tmp_path / "received", "name", f"[server]\naudit = '{trail}'\n")
+    waiting, asked = relayed(server, task_id)
+    respond(server, asked, "secret-name")
+    assert not server.answer(waiting)["result"].get("isError")
+    lines = [json.loads(line) for line in trail.read_text().splitlines()]
+    questions = [(r["event"], r.get("prompt"), r.get("answer")) for r in lines if r["event"].startswith("question.")]
+    assert questions == [("question.asked", "Name: ", None), ("question.answered", None, "accept")]
+    assert "secret-name" not in trail.read_text()
