@@ -53,7 +53,8 @@ def call(file: str | None, tool: str | None, arguments: str | None, arg: list[st
     args = _settled(spec, _given_arguments(spec, arguments, arg), yes)
     target = Path(output) if output else None
     if task:
-        _call_as_task(config, spec, args, no_wait, state_dir, secret_file, target, as_json)
+        _call_as_task(config, spec, args, no_wait, state_dir, secret_file, target, as_json,
+                      _task_question(list(answer or []), yes))
     import shlex
 
     source = [file] if file else [w for spec in inline for w in ("--tool", spec)]
@@ -263,45 +264,65 @@ def _question(arg: Any) -> str:
 
 
 def _call_as_task(config: Any, tool: Any, args: dict[str, Any], no_wait: bool, state_dir: str | None,
-                  secret_file: str | None, target: Path | None, as_json: bool) -> NoReturn:
-    """Start the call as a durable task; print its id with `no_wait`, else wait for its outcome
-    and print it as a call's."""
+                  secret_file: str | None, target: Path | None, as_json: bool,
+                  ask: Callable[[dict[str, Any]], dict[str, Any]]) -> NoReturn:
+    """Start the call as a durable task; print its id with `no_wait` (its questions wait for `mcpwrap
+    tasks answer`), else wait for its outcome, answering its questions with `ask`, and print it as a call's."""
     store, task_id = start_task(config, tool, args, state_dir, secret_file)
     if no_wait:
         print(task_id)  # stdout-ok
         raise SystemExit(EXIT_OK)
     print(f"task {task_id} (mcpwrap tasks show|result|cancel {task_id})", file=sys.stderr)
-    task_outcome(store, task_id, True, target, as_json)
+    task_outcome(store, task_id, True, target, as_json, ask)
 
 
 def _on_question(answers: list[str], yes: bool) -> Callable[[Any], Awaitable[Any]]:
-    """The running command's questions: the next `--answer`, yes to a yes/no one with `--yes`, else
-    asked on the terminal; None (the rule's default, or the call ends) without one."""
+    """The running command's questions: `_answer` (None: the rule's default, or the call ends)."""
     async def on_question(asked: Any) -> Any:
         import trio
 
-        from mcpwrap.protocol.answers import typed
-
-        kind = asked.rule.answer.get("type")
-        if answers:
-            return typed(kind, answers.pop(0))
-        if yes and kind == "boolean":
-            return True
-        if not sys.stdin.isatty():
-            return None
-        return await trio.to_thread.run_sync(_ask_running, asked, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(_answer, asked.text, asked.prompt.strip(), asked.rule.answer,
+                                             answers, yes, abandon_on_cancel=True)
     return on_question
 
 
-def _ask_running(asked: Any) -> Any:
-    """Ask the running command's question on the terminal until the answer fits its rule; None at end of input."""
+def _task_question(answers: list[str], yes: bool) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A parked task's question (its elicitation/create request) answered as a running command's
+    (`_answer`), else with the form's default; without one it is declined and the task ends quoting it."""
+    def ask(request: dict[str, Any]) -> dict[str, Any]:
+        from mcpwrap.protocol.answers import FIELD
+
+        params = request["params"]
+        schema = params["requestedSchema"]["properties"][FIELD]
+        value = _answer(params["message"], "", schema, answers, yes)
+        value = schema.get("default") if value is None else value
+        return {"action": "decline"} if value is None else {"action": "accept", "content": {FIELD: value}}
+    return ask
+
+
+def _answer(text: str, prompt: str, schema: dict[str, Any], answers: list[str], yes: bool) -> Any:
+    """A question's answer: the next `--answer`, yes to a yes/no one with `--yes`, else asked on the
+    terminal; None without one."""
+    from mcpwrap.protocol.answers import typed
+
+    kind = schema.get("type")
+    if answers:
+        return typed(kind, answers.pop(0))
+    if yes and kind == "boolean":
+        return True
+    if not sys.stdin.isatty():
+        return None
+    return _ask_running(text, prompt, schema)
+
+
+def _ask_running(text: str, prompt: str, schema: dict[str, Any]) -> Any:
+    """Ask a question on the terminal until the answer fits its form; None at end of input."""
     from mcpwrap.protocol.answers import typed
     from mcpwrap.protocol.arguments import value_problems
 
-    schema = asked.rule.answer
     choices = "y/n" if schema["type"] == "boolean" else "/".join(schema.get("enum", ())) or schema["type"]
     while True:
-        sys.stderr.write(f"{asked.text}\n[{asked.prompt.strip()} {choices}]: ")
+        sys.stderr.write(f"{text}\n[{prompt + ' ' if prompt else ''}{choices}]: ")
         sys.stderr.flush()
         line = sys.stdin.readline()
         if not line:

@@ -7,6 +7,7 @@ state dir that holds it. None of these commands loads trio or the runner.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -100,7 +101,8 @@ def tasks_gc(file: str, state_dir: str | None, as_json: bool) -> None:
 
 
 def start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | None, secret_file: str | None) -> tuple[Any, str]:
-    """Create a durable task as `serve` would for a client (signed record, detached supervisor)."""
+    """Create a durable task as `serve` would for a client (signed record, detached supervisor); its
+    questions park it (`call` answers them while it waits, `tasks answer` from any shell)."""
     import time
 
     from mcpwrap.state import signing
@@ -114,7 +116,7 @@ def start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | No
     try:
         keyring = signing.ensure_secret(secret, time.time())
         record = create_task(store, config, tool, args, int(tool.task_ttl_s * 1000), keyring, secret,
-                             positive(None, "--max-tasks", tasks.MAX_RUNNING))
+                             positive(None, "--max-tasks", tasks.MAX_RUNNING), askable=True)
     except signing.SecretFileError as exc:
         fail(str(exc), EXIT_CONFIG)
     except tasks.TooManyTasks as exc:
@@ -122,17 +124,24 @@ def start_task(config: Any, tool: Any, args: dict[str, Any], state_dir: str | No
     return store, record.task_id
 
 
-def task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_json: bool) -> NoReturn:
-    """Print a task's outcome as `call` prints a result (waiting for it with `wait`), and exit:
+def task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_json: bool,
+                 ask: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> NoReturn:
+    """Print a task's outcome as `call` prints a result (waiting for it with `wait`, each question
+    it parks on answered by `ask`: its elicitation/create request -> the ElicitResult), and exit:
     0 completed, 1 failed, cancelled or a tool error, 4 still running."""
     import time
 
-    from mcpwrap.protocol.tasking import stored_result
+    from mcpwrap.protocol.tasking import outstanding, stored_result
     from mcpwrap.tasks import store as tasks
 
     record = _task_record(store, task_id)
     progress = ProgressLine(record.tool) if wait and sys.stderr.isatty() else None
     while wait and not record.terminal:
+        if ask is not None and (keys := outstanding(record)):
+            if progress:
+                progress.clear()
+            key = min(keys)
+            store.answer(task_id, {key: ask(record.input_requests[key])})
         time.sleep(tasks.RESULT_POLL_S)
         record = _task_record(store, task_id)
         if progress and record.progress:

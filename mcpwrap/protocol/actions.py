@@ -107,10 +107,11 @@ class TaskOp:
     """A task-store operation; the driver performs it and hands what it found (a `TaskOutcome`
     value) to `Core.task_done`.
 
-    `watch` follows a task this process created, for the legacy session's status notifications.
+    `watch` follows a task this process created, for the legacy session's status notifications;
+    `answer` keeps the client's answer to a question relayed to it (`responses`) for the task.
     """
     ctx: Context
-    op: str                               # create | get | result | list | cancel | update | watch
+    op: str                               # create | get | result | list | cancel | update | watch | answer
     task_id: str | None = None
     tool: Tool | None = None
     arguments: dict[str, Any] | None = None
@@ -118,6 +119,8 @@ class TaskOp:
     once: Once | None = None              # "create" from an accepted requestState: as `StartCall.once`
     ttl_ms: int | None = None             # create: the ttl granted (the client's, clamped to the tool's)
     askable: bool = False                 # create: a question the command asks may park it in input_required
+    relayed: frozenset[str] = frozenset()  # result: the task's questions this request already relayed
+    responses: dict[str, Any] | None = None   # answer: question key -> the client's ElicitResult
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,8 @@ def _advance(core: ServerState, pending: rounds.Pending) -> list[Action]:
     if pending.as_task:
         return [TaskOp(ctx, "create", tool=pending.tool, arguments=step.arguments, once=pending.state,
                        ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool),
-                       askable=ctx.modern and asking.can_ask(ctx.capabilities))]
+                       askable=asking.can_ask(ctx.capabilities)
+                       and (ctx.modern or ctx.rev.has("elicitation.server_request")))]
     return [StartCall(ctx, pending.tool, step.arguments, pending.state)]
 
 

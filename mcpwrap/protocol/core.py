@@ -117,6 +117,7 @@ class Core(ServerState):
         self.resolving.pop(request_id, None)
         for key in [k for k, p in self.asks.items() if p.ctx.id == request_id]:
             del self.asks[key]
+        self.relays = {k: r for k, r in self.relays.items() if r[0].id != request_id}
 
     def _decide(self, message: Request | Notification | Response) -> list[Action]:
         if isinstance(message, Notification):
@@ -292,9 +293,11 @@ class Core(ServerState):
         return calls.question_over(self, token)
 
     def _answer(self, response: Response) -> list[Action]:
-        """A client's answer to our elicitation/create."""
-        from mcpwrap.protocol import calls
+        """A client's answer to our elicitation/create: about a call, or a task's relayed question."""
+        from mcpwrap.protocol import calls, task_requests
 
+        if str(response.id) in self.relays:
+            return task_requests.relay_answered(self, response)
         return calls.answered(self, response)
 
     # --- resources, prompts, completions: outcomes and watches ---------------------------
@@ -457,6 +460,7 @@ def _cancelled(core: Core, note: Notification) -> list[Action]:
     for key in [k for k, p in core.asks.items() if p.ctx.id == request_id]:
         del core.asks[key]             # withdraw our question too: the client can close its dialog
         withdrawn += [CancelTimer(key), *core.withdraw(key, "the call was cancelled")]
+    withdrawn += core.drop_relays(request_id, "the request was cancelled")
     return [CancelCall(request_id), *withdrawn, *core._leave_completion(request_id),
             *core._drop_from_batch(request_id)]
 

@@ -107,6 +107,7 @@ class ServerState:
         self.listens: dict[RequestId, dict[str, Any]] = {}
         self.asks: dict[str, rounds.Pending] = {}
         self.questions: dict[str, tuple[Context, int, str]] = {}   # our elicitation id -> a running call's question
+        self.relays: dict[str, tuple[Context, str, str]] = {}  # our elicitation id -> (tasks/result, task, question key)
         self.resolving: dict[RequestId, rounds.Pending] = {}   # calls whose paths the driver is resolving
         self.ask_ids = (f"mcpwrap-ask-{n}" for n in itertools.count(1))
         self.batches: dict[RequestId, BatchState] = {}
@@ -277,7 +278,16 @@ class ServerState:
 
     def live(self, key: Held) -> bool:
         kind, ident = key
-        return ident in (self.asks.keys() | self.questions.keys() if kind == "ask" else self.inflight)
+        return ident in (self.asks.keys() | self.questions.keys() | self.relays.keys() if kind == "ask" else self.inflight)
+
+    def drop_relays(self, request_id: RequestId, reason: str, keep: frozenset[str] = frozenset()) -> list[Action]:
+        """The task questions relayed on the tasks/result `request_id` (but those in `keep`) are over: withdrawn."""
+        over = [k for k, (ctx, _, key) in self.relays.items() if ctx.id == request_id and key not in keep]
+        withdrawn: list[Action] = []
+        for ask_id in over:
+            del self.relays[ask_id]
+            withdrawn += self.withdraw(ask_id, reason)
+        return withdrawn
 
     def withdraw(self, key: str, reason: str) -> list[Action]:
         """Tell the client our question `key` is over, unless it never left (held until initialized)."""

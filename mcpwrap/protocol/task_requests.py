@@ -1,6 +1,8 @@
 """The tasks/* requests over a core's state, and their outcomes rendered per era.
 
 `request` turns a tasks/* request (2025-11-25's, or the 2026 tasks extension's) into a `TaskOp`.
+A 2025-11-25 task parked on a question has it relayed to the client waiting on its `tasks/result`
+(`_relay`, `relay_answered`): the question lives in the task record, so any session can relay it.
 The driver performs it on the task store and hands back a `TaskOutcome` value, which `answer`
 (through `Core.task_done`) renders: the driver decides nothing about the protocol, and nothing
 here touches the store (`tasking` renders the records).
@@ -11,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from mcpwrap.protocol import audit, calls, jsonrpc, modern, tasking
+from mcpwrap.protocol import asking, audit, calls, jsonrpc, modern, tasking
 from mcpwrap.protocol.actions import Action, Context, Send, TaskOp
+from mcpwrap.protocol.jsonrpc import Response
 from mcpwrap.protocol.server_state import ServerState
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.protocol.tools import ProtocolError, invalid_params
@@ -59,7 +62,15 @@ class TaskOnceRefused:
     spent: bool | OSError
 
 
-TaskOutcome: TypeAlias = TaskFound | TaskAlreadyEnded | TaskPage | TaskNotFound | TaskStoreFailed | TaskOnceRefused
+@dataclass(frozen=True)
+class TaskAsking:
+    """A blocked 2025-11-25 tasks/result found the task's open questions (`tasking.outstanding`) changed
+    from those the request relayed: new ones to relay, ones answered meanwhile to withdraw."""
+    record: TaskRecord
+
+
+TaskOutcome: TypeAlias = (TaskFound | TaskAlreadyEnded | TaskPage | TaskNotFound | TaskStoreFailed | TaskOnceRefused
+                          | TaskAsking)
 
 
 def request(core: ServerState, ctx: Context) -> list[Action]:
@@ -84,6 +95,10 @@ def request(core: ServerState, ctx: Context) -> list[Action]:
 def answer(core: ServerState, op: TaskOp, outcome: TaskOutcome) -> list[Action]:
     """The answer to a performed `TaskOp` (none once the client cancelled the request)."""
     ctx = op.ctx
+    if op.op == "answer":          # a relayed question's answer, kept (or not: first answer only); nothing to say
+        return []
+    if isinstance(outcome, TaskAsking):
+        return _relay(core, op, outcome.record)
     if isinstance(outcome, TaskOnceRefused):
         return calls.once_refused(core, ctx, outcome.spent)
     if isinstance(outcome, TaskNotFound):
@@ -104,10 +119,43 @@ def answer(core: ServerState, op: TaskOp, outcome: TaskOutcome) -> list[Action]:
     if op.op == "cancel":
         return [*core.audited(ctx, audit.task_cancelled, record.task_id), *_cancelled(core, ctx, record, False)]
     if op.op == "result":
-        return _payload(core, ctx, record)
+        return [*core.drop_relays(ctx.id, "the task ended"), *_payload(core, ctx, record)]
     if op.op == "update":
         return [core.reply(ctx, {})] if core.settled(ctx) else []   # the answers were taken (or ignored)
     raise ValueError(f"unknown task operation {op.op!r}")
+
+
+def _relay(core: ServerState, op: TaskOp, record: TaskRecord) -> list[Action]:
+    """2025-11-25: a parked task's questions go to the client waiting on its tasks/result, each as an
+    `elicitation/create` tagged with the task (`related-task`); its answer (`relay_answered`) is kept in
+    the task record, the first answer only, whichever session or replica gave it. A question answered
+    meanwhile is withdrawn. A client that cannot be asked is sent nothing: the question waits for
+    another answer (`tasks answer`, another session) or its `ask_timeout`. Then the wait goes on."""
+    ctx = op.ctx
+    if ctx.id not in core.inflight:
+        return []
+    waiting = tasking.outstanding(record)
+    actions = [*core.drop_relays(ctx.id, "the question was answered", keep=waiting)]
+    if ctx.rev.has("elicitation.server_request") and asking.can_ask(ctx.capabilities):
+        for key in sorted(waiting - op.relayed):
+            question = (record.input_requests or {})[key]
+            params = question.get("params") if isinstance(question, dict) else None
+            ask_id = next(core.ask_ids)
+            core.relays[ask_id] = (ctx, record.task_id, key)
+            actions += core.to_client(ctx, ("ask", ask_id), {
+                "jsonrpc": "2.0", "id": ask_id, "method": "elicitation/create",
+                "params": {**(params if isinstance(params, dict) else {}),
+                           "_meta": {tasking.RELATED_TASK: {"taskId": record.task_id}}}})
+    return [*actions, TaskOp(ctx, "result", task_id=record.task_id, relayed=waiting)]
+
+
+def relay_answered(core: ServerState, response: Response) -> list[Action]:
+    """The client's answer to a relayed question goes to the task's record (`TaskOp` "answer"); an
+    error leaves the question open for another answer or its ask_timeout."""
+    ctx, task_id, key = core.relays.pop(str(response.id))
+    if response.error is not None or not isinstance(response.result, dict):
+        return []
+    return [TaskOp(ctx, "answer", task_id=task_id, responses={key: response.result})]
 
 
 def _error(core: ServerState, ctx: Context, error: ProtocolError) -> list[Action]:

@@ -75,7 +75,7 @@ class TaskRecord:
     error: dict[str, Any] | None = None   # {code, message}: failed without a tool result
     mac: str | None = None                # binds the creation fields to the creator's secret (tasks/store.py)
     principal: str | None = None          # who created it (identity.py), MAC-bound; None: before principals
-    askable: bool = False                 # its creator can be asked while it runs (2026-07-28, elicitation declared)
+    askable: bool = False                 # its creator declared elicitation: a question parks it in input_required
     input_requests: dict[str, Any] | None = None    # input_required: key -> the elicitation/create request
     input_responses: dict[str, Any] | None = None   # tasks/update: key -> the ElicitResult, taken by the supervisor
 
@@ -174,6 +174,13 @@ def record_error(record: TaskRecord) -> ProtocolError:
                          str(error.get("message") or record.status_message or "Task failed"), error.get("data"))
 
 
+def outstanding(record: TaskRecord) -> frozenset[str]:
+    """The keys of the questions the task waits on: asked (`input_requests`), not yet answered."""
+    if record.status != "input_required" or not record.input_requests:
+        return frozenset()
+    return frozenset(record.input_requests) - frozenset(record.input_responses or {})
+
+
 # --- 2025-11-25 ---------------------------------------------------------------------------
 def legacy_status(record: TaskRecord) -> str:
     """2025-11-25: a tool result with isError makes the task `failed`."""
@@ -232,10 +239,11 @@ def modern_task(record: TaskRecord) -> dict[str, Any]:
 
 
 def modern_detailed(record: TaskRecord, rev: Revision) -> dict[str, Any]:
-    """tasks/get: the task with its outcome inlined (`result` when completed, `error` when failed)."""
+    """tasks/get: the task with its outcome inlined (`result` when completed, `error` when failed), and
+    the questions it still waits on (`inputRequests`, answered ones left out)."""
     task = modern_task(record)
-    if record.status == "input_required" and record.input_requests:
-        task["inputRequests"] = dict(record.input_requests)
+    if waiting := outstanding(record):
+        task["inputRequests"] = {key: (record.input_requests or {})[key] for key in sorted(waiting)}
     if record.status == "completed":
         task["result"] = render_result(stored_result(record), rev)
     elif record.status == "failed":

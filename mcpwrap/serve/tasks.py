@@ -1,6 +1,7 @@
 """The task-store effects of a server: a `TaskOp` carried out on the store, what it found returned
 as a `TaskOutcome` value for the core to render; following a task for the legacy session's status
-notifications.
+notifications. A blocked 2025-11-25 `tasks/result` comes back early (`TaskAsking`) when its task's
+open questions change, for the core to relay them.
 
 Store calls run off the event loop (`trio.to_thread`); the core decides, these only fetch.
 """
@@ -15,7 +16,8 @@ import trio
 
 from mcpwrap.protocol.actions import TaskOp
 from mcpwrap.protocol.core import Core
-from mcpwrap.protocol.task_requests import (TaskAlreadyEnded, TaskFound, TaskNotFound, TaskOnceRefused, TaskOutcome,
+from mcpwrap.protocol import tasking
+from mcpwrap.protocol.task_requests import (TaskAlreadyEnded, TaskAsking, TaskFound, TaskNotFound, TaskOnceRefused, TaskOutcome,
                                             TaskPage, TaskStoreFailed)
 from mcpwrap.protocol.tasking import TaskLookupError, TaskRecord, TaskTerminalError
 from mcpwrap.serve.effects import spend
@@ -53,10 +55,12 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
                 return TaskFound(await trio.to_thread.run_sync(store.cancel, task_id, principal))
             except TaskTerminalError as exc:
                 return TaskAlreadyEnded(exc.record)
-        if op.op == "update":
-            responses = dict(ctx.params.get("inputResponses") or {})
+        if op.op in ("update", "answer"):
+            responses = dict((ctx.params.get("inputResponses") if op.op == "update" else op.responses) or {})
             return TaskFound(await trio.to_thread.run_sync(store.answer, task_id, responses, principal))
         while op.op == "result" and not record.terminal and core.task_waiting(ctx):
+            if not ctx.modern and tasking.outstanding(record) != op.relayed:
+                return TaskAsking(record)          # questions to relay (or withdraw): the core decides
             await trio.sleep(RESULT_POLL_S)
             record = await trio.to_thread.run_sync(store.get, task_id, principal)
         return TaskFound(record)              # get, update, and result (terminal, or nobody waits)

@@ -292,14 +292,16 @@ class Store:
     def answer(self, task_id: str, responses: Mapping[str, Any], principal: str | None = None) -> TaskRecord:
         """tasks/update: each response to a request the task has outstanding and not yet answered is
         kept for its supervisor (under the task's lock: whichever replica comes first answers, once);
-        the others are ignored. TaskLookupError as `get`."""
+        the others are ignored. Once none is outstanding the task is `working` again. TaskLookupError as `get`."""
         self.get(task_id, principal)
 
         def change(current: TaskRecord) -> TaskRecord | None:
             outstanding = current.input_requests or {}
             taken = dict(current.input_responses or {})
             new = {k: v for k, v in responses.items() if k in outstanding and k not in taken and isinstance(v, dict)}
-            return replace(current, input_responses={**taken, **new}) if new else None
+            kept = {**taken, **new}
+            answered = current.status == "input_required" and not set(outstanding) - set(kept)
+            return replace(current, input_responses=kept, status="working" if answered else current.status) if new else None
         return self.update(task_id, change) or self.get(task_id, principal)
 
     def cancel(self, task_id: str, principal: str | None = None) -> TaskRecord:
@@ -478,10 +480,6 @@ class Store:
             return self.gc(GC_BUDGET)
         finally:
             os.close(fd)
-
-
-
-
 
 
 def _summary(result: Mapping[str, Any]) -> str:

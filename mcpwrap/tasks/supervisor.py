@@ -11,8 +11,8 @@ there cancels the run, which kills the process group) and records progress
 and the outcome, then runs the store's collection pass if one is due. With an
 audit trail (the creating server's `[server] audit` or `--audit`, handed over as
 AUDIT) it writes the task's own lines there: `call.start` before the spawn (when
-`audit_required`, flushed, and the command refused if it cannot be), `call.end`,
-`task.finished` (the file is shared with the server's writer under its flock). The
+`audit_required`, flushed, and the command refused if it cannot be), `question.asked` and
+`question.answered` for each question the command asks, `call.end`, `task.finished` (the file is shared with the server's writer under its flock). The
 command starts once that interpreter has imported trio and the runner. It
 imports no jsonschema: the snapshot it runs is MAC-bound to what the server
 validated, so its schemas are not re-checked.
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,8 +112,8 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
 class _Supervision:
     """What the run shares with the store poller: progress to write, log budget, a stop signal."""
 
-    def __init__(self, store: Store, task_id: str, askable: bool = False) -> None:
-        self.store, self.task_id, self.askable = store, task_id, askable
+    def __init__(self, store: Store, task_id: str, trail: _Trail, askable: bool = False) -> None:
+        self.store, self.task_id, self.trail, self.askable = store, task_id, trail, askable
         self.asked = 0                    # questions so far: each key is unique over the task's life
         self.pending: dict[str, Any] | None = None
         self.log_left = LOG_CAP
@@ -156,7 +156,9 @@ class _Supervision:
         from mcpwrap.protocol.answers import from_elicitation
         from mcpwrap.run.questions import Unanswered
 
+        await self._audit(audit.question_asked, asked.prompt, asked.rule.message)
         if not self.askable:
+            await self._audit(audit.question_answered, "nobody")
             return None
         self.asked += 1
         key, request = f"ask-{self.asked}", asked.request()
@@ -170,11 +172,20 @@ class _Supervision:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
                     r, status="working", status_message=None, input_requests=None, input_responses=None)
-                    if r.status == "input_required" else None)
+                    if r.status == "input_required" or r.input_requests else None)
+        action = response.get("action")
+        await self._audit(audit.question_answered, action if action in ("accept", "decline", "cancel") else "error")
         answered, value = from_elicitation(response)
         if not answered:
             raise Unanswered(value)
         return value
+
+    async def _audit(self, event: Callable[..., audit.Record], *fields: Any) -> None:
+        """`question.asked` / `question.answered` in the creator's trail (never the answer itself)."""
+        import trio
+
+        line = event(self.trail.caller, None, self.trail.tool, *fields)
+        await trio.to_thread.run_sync(self.trail.write, line)
 
     async def _response(self, key: str) -> Any:
         import trio
@@ -312,7 +323,7 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path, trail: _Trai
         store.finish(task_id, error={"code": -32603, "message": str(exc)})
         return 1
     os.environ[runner.TASK_ENV] = task_id  # inherited by the command and all it starts
-    watch = _Supervision(store, task_id, record.askable)
+    watch = _Supervision(store, task_id, trail, record.askable)
     result: ToolResult | None = None
     try:
         async with trio.open_nursery() as nursery:

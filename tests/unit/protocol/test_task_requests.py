@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mcpwrap.protocol.actions import Send, TaskOp
-from mcpwrap.protocol.task_requests import (TaskAlreadyEnded, TaskFound, TaskNotFound, TaskOnceRefused, TaskPage,
+from mcpwrap.protocol.task_requests import (TaskAlreadyEnded, TaskAsking, TaskFound, TaskNotFound, TaskOnceRefused, TaskPage,
                                             TaskStoreFailed)
 from mcpwrap.protocol.tasking import TaskRecord
 from mcpwrap.protocol.revisions import TASKS_EXTENSION
@@ -129,3 +129,42 @@ def test_a_watched_task_says_its_status_once_it_changes() -> None:
     assert [m["method"] for m in notes] == ["notifications/tasks/status"]
     assert notes[0]["params"]["status"] == "completed"
     assert all(isinstance(a, Send) for a in core.task_changed(create.ctx, RECORD, DONE))
+
+
+# --- 2025-11-25: a parked task's questions relayed to the client waiting on tasks/result -------------
+QUESTION = {"method": "elicitation/create", "params": {"message": "Apply?", "requestedSchema": {
+    "type": "object", "properties": {"answer": {"type": "boolean"}}, "required": ["answer"]}}}
+PARKED = replace(RECORD, status="input_required", input_requests={"ask-1": QUESTION})
+
+
+def test_a_parked_task_s_question_is_relayed_on_tasks_result_and_its_answer_kept_for_the_task() -> None:
+    core = make_core()
+    init(core, "2025-11-25", {"elicitation": {}})
+    waiting = op_for(core, 1, "tasks/result", {"taskId": "t1"})
+    actions = core.task_done(waiting, TaskAsking(PARKED))
+    (asked,) = sent(actions)
+    mcpschema.check("2025-11-25", asked)
+    assert asked["method"] == "elicitation/create" and asked["params"]["message"] == "Apply?"
+    assert asked["params"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": "t1"}
+    (again,) = [a for a in actions if isinstance(a, TaskOp)]
+    assert (again.op, again.relayed) == ("result", frozenset({"ask-1"})) and 1 in core.inflight
+    response = {"action": "accept", "content": {"answer": True}}
+    (kept,) = feed(core, {"jsonrpc": "2.0", "id": asked["id"], "result": response})
+    assert (kept.op, kept.task_id, kept.responses) == ("answer", "t1", {"ask-1": response})
+    assert core.task_done(kept, TaskFound(RECORD)) == [] and 1 in core.inflight   # tasks/result still waits
+    assert feed(core, {"jsonrpc": "2.0", "id": asked["id"], "result": response}) == []   # once
+
+
+def test_a_question_answered_elsewhere_is_withdrawn_and_a_client_that_cannot_be_asked_is_sent_none() -> None:
+    core = make_core()
+    init(core, "2025-11-25", {"elicitation": {}})
+    waiting = op_for(core, 1, "tasks/result", {"taskId": "t1"})
+    actions = core.task_done(waiting, TaskAsking(PARKED))
+    (asked,), (again,) = sent(actions), [a for a in actions if isinstance(a, TaskOp)]
+    (withdrawn,) = sent(core.task_done(again, TaskAsking(RECORD)))
+    assert withdrawn == {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": asked["id"], "reason": "the question was answered"}}
+    mute = make_core()
+    init(mute, "2025-11-25")
+    actions = mute.task_done(op_for(mute, 1, "tasks/result", {"taskId": "t1"}), TaskAsking(PARKED))
+    assert sent(actions) == [] and [a.relayed for a in actions if isinstance(a, TaskOp)] == [frozenset({"ask-1"})]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from mcpwrap.protocol import tasking
+from mcpwrap.protocol.revisions import MODERN
 from mcpwrap.protocol.tasking import TaskLookupError, TaskTerminalError
 from mcpwrap.protocol.tools import ProtocolError
 from mcpwrap.tasks import index as task_index
@@ -241,3 +242,18 @@ def test_the_index_follows_the_records(tmp_path: Path) -> None:
     store.gc()
     assert index.read_bytes().count(b"\n") == len(ids) + 1
     assert [r.task_id for r in store.records()] == ids[1:] + [orphan]
+
+
+def test_the_first_answer_to_a_parked_question_is_kept_and_the_task_works_again(tmp_path: Path) -> None:
+    store = tasks.Store(tmp_path / "store")
+    task_id = new_record(store).task_id
+    question = {"method": "elicitation/create", "params": {"message": "Apply?"}}
+    store.update(task_id, lambda r: replace(r, status="input_required", input_requests={"ask-1": question}))
+    assert tasking.modern_detailed(store.get(task_id), MODERN)["inputRequests"] \
+        == {"ask-1": question}
+    yes, no = ({"action": "accept", "content": {"answer": v}} for v in (True, False))
+    answered = store.answer(task_id, {"ask-1": yes, "ask-9": yes})
+    assert answered.status == "working" and answered.input_responses == {"ask-1": yes}
+    assert tasking.outstanding(answered) == frozenset() and "inputRequests" not in tasking.modern_detailed(
+        answered, MODERN)
+    assert store.answer(task_id, {"ask-1": no}).input_responses == {"ask-1": yes}    # a second answer: ignored
