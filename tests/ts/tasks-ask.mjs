@@ -2,10 +2,11 @@
 // TypeScript SDK, in both task designs (tests/fixtures/ask_tasks.toml, tool `apply`):
 // - 2025-11-25 tasks: the SDK's own client.experimental.tasks.callToolStream creates the task, polls
 //   tasks/get, meets input_required, calls tasks/result, and its ElicitRequest handler answers the
-//   elicitation/create the server relays (tagged with the task: related-task); the answer is yes.
+//   elicitation/create the server relays (tagged with the task: related-task) with TS_LEGACY_ANSWER
+//   (JSON; true by default).
 // - 2026-07-28 tasks extension (which this SDK predates): client.request with the modern _meta:
 //   tools/call creates the task, tasks/get shows it input_required with the question in inputRequests,
-//   tasks/update brings the answer (no), tasks/get until it is completed.
+//   tasks/update brings the answer (TS_MODERN_ANSWER, JSON; false by default), tasks/get until it is completed.
 //
 //   node tests/ts/tasks-ask.mjs <python> <tests/fixtures/ask_tasks.toml> <tmpdir>
 //
@@ -29,6 +30,9 @@ const RELATED = 'io.modelcontextprotocol/related-task';
 const [python, toolsFile, tmpArg] = process.argv.slice(2);
 const tmpdir = path.resolve(tmpArg);
 const url = process.env.TS_HTTP_URL;
+const tool = process.env.TS_TOOL ?? 'apply';
+const legacyAnswer = JSON.parse(process.env.TS_LEGACY_ANSWER ?? 'true');
+const modernAnswer = JSON.parse(process.env.TS_MODERN_ANSWER ?? 'false');
 const wire = [];
 const summary = { ok: false, step: 'start', error: null, legacy: { statuses: [], asked: [] }, modern: { statuses: [] } };
 let stderrText = '';
@@ -41,7 +45,7 @@ async function main() {
     { capabilities: { elicitation: { form: {} } } });
   client.setRequestHandler(ElicitRequestSchema, request => {
     summary.legacy.asked.push({ message: request.params.message, related: request.params._meta?.[RELATED] ?? null });
-    return { action: 'accept', content: { answer: true } };
+    return { action: 'accept', content: { answer: legacyAnswer } };
   });
   await client.connect(transport, { timeout: TIMEOUT_MS });
   await legacy(client);
@@ -53,7 +57,7 @@ async function main() {
 async function legacy(client) {
   summary.step = 'legacy: callToolStream';
   const stream = client.experimental.tasks.callToolStream(
-    { name: 'apply', arguments: { out: path.join(tmpdir, 'legacy.out') } }, CallToolResultSchema,
+    { name: tool, arguments: { out: path.join(tmpdir, 'legacy.out') } }, CallToolResultSchema,
     { task: { ttl: 60_000 }, timeout: TIMEOUT_MS });
   for await (const message of stream) {
     if (message.type === 'taskCreated') summary.legacy.taskId = message.task.taskId;
@@ -83,7 +87,7 @@ async function modernUntil(client, taskId, done) {
 async function modern(client) {
   summary.step = 'modern: tools/call';
   const created = await modernRequest(client, 'tools/call',
-    { name: 'apply', arguments: { out: path.join(tmpdir, 'modern.out') } });
+    { name: tool, arguments: { out: path.join(tmpdir, 'modern.out') } });
   summary.modern.resultType = created.resultType;
   summary.step = 'modern: parked';
   const parked = await modernUntil(client, created.taskId, task => task.status === 'input_required');
@@ -91,7 +95,7 @@ async function modern(client) {
   summary.modern.question = question;
   summary.step = 'modern: tasks/update';
   summary.modern.update = await modernRequest(client, 'tasks/update',
-    { taskId: created.taskId, inputResponses: { [key]: { action: 'accept', content: { answer: false } } } });
+    { taskId: created.taskId, inputResponses: { [key]: { action: 'accept', content: { answer: modernAnswer } } } });
   summary.step = 'modern: completed';
   summary.modern.result = (await modernUntil(client, created.taskId, task => task.status === 'completed')).result;
 }
