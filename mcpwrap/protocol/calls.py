@@ -3,8 +3,8 @@
 A call is parsed and its task decision made (`task_decision`, the revision's rule); then
 `advance` asks the user what is still missing (an `elicitation/create` of ours over a legacy
 session, an `input_required` result for a modern request) or starts it: `StartCall`, or a
-`TaskOp` "create" when it runs as a task. A call of the tasks extension whose client can be asked
-becomes its task at once, with the arguments as given: the task asks what is missing itself
+`TaskOp` "create" when it runs as a task. A call of the tasks extension to a `task_asks` tool whose
+client can be asked becomes its task at once, with the arguments as given: the task asks what is missing itself
 (`asks`: its supervisor parks it in input_required, one inputRequest per missing argument). A call with path arguments first has them resolved by
 the driver (`ResolvePaths`, answered through `resolved`), each round, before anything is asked or
 started. A modern retry's `requestState` nonce travels on the starting action (`once`): the driver
@@ -106,7 +106,7 @@ def _advance(core: ServerState, pending: rounds.Pending) -> list[Action]:
     if isinstance(step, ProtocolError):
         raise step
     if isinstance(step, asking.Question):
-        if not (pending.as_task and ctx.modern and asking.can_ask(ctx.capabilities)):
+        if not (pending.as_task and ctx.modern and pending.tool.task_asks and asking.can_ask(ctx.capabilities)):
             return _ask(core, pending, step)
         core.inflight[ctx.id] = ctx           # the task asks itself, parked in input_required
         return [_create(pending, pending.arguments, asks=True)]

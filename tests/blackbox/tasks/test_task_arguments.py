@@ -1,4 +1,4 @@
-"""A tasks-extension call that lacks elicited arguments becomes its task at once, and the task asks for
+"""A tasks-extension call to a `task_asks` tool that lacks elicited arguments becomes its task at once, and the task asks for
 them itself: parked in input_required with one inputRequest per missing argument (a form of that one
 field), so any replica answers any subset; an answered key leaves the others pending, each key is
 answered once (the first answer), and the command runs once every answer is in and checked. An answer
@@ -20,6 +20,7 @@ TOOLS = """
 shell = '''printf '%s|%s\\n' "$MCP_ARG_NAME" "$MCP_ARG_FLAG" >> "$MCP_ARG_OUT"'''
 task = "optional"
 task_poll = "100ms"
+task_asks = true
 args.out = { type = "string" }
 args.name = { type = "string", elicit = true }
 args.flag = { type = "boolean", elicit = true }

@@ -25,6 +25,7 @@ task = "always"
 [tools.sign]
 command = ["echo", "{name}", "{flag}"]
 task = "optional"
+task_asks = true
 confirm = "Sign as {name}?"
 args.name = { type = "string", elicit = true }
 args.flag = { type = "boolean", elicit = true }
@@ -126,6 +127,10 @@ def test_legacy_task_calls_and_plain_calls_still_ask_before_anything_starts() ->
     plain = sent(feed(core, request(2, "tools/call", {"_meta": modern_meta({"elicitation": {}}), "name": "sign",
                                                       "arguments": {}})))[0]
     assert plain["result"]["resultType"] == "input_required"
+    declared = modern_meta({"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}})
+    core.config = config.loads(TASKS.replace(b"task_asks = true\n", b""), Path("/tmp/calls.toml"))
+    asked_first = sent(feed(core, request(3, "tools/call", {"_meta": declared, "name": "sign", "arguments": {}})))[0]
+    assert asked_first["result"]["resultType"] == "input_required"   # without task_asks: rounds, then the task
 
 
 def test_a_question_the_client_could_not_ask_ends_the_call_refused() -> None:
