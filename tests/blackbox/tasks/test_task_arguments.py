@@ -7,6 +7,7 @@ stdio, each message schema-checked (tests/harness.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,28 @@ def test_a_declined_argument_ends_the_task_with_nothing_run(env: Env, tmp_path: 
     text = task["result"]["content"][0]["text"]
     assert task["result"]["isError"] and "declined the argument flag" in text and "nothing ran" in text, task
     assert not out.exists()
+
+
+def test_the_questions_count_in_the_audit_trail_and_tasks_answer_answers_them(env: Env, tmp_path: Path) -> None:
+    """question.asked / question.answered for each argument and the confirmation, never the answer; the
+    confirmation comes once the arguments are in and quotes them; `mcpwrap tasks answer` answers each."""
+    out, trail = tmp_path / "signed", tmp_path / "audit.jsonl"
+    env.tools.write_text(f"[server]\naudit = '{trail}'\n" + TOOLS.replace('task_asks = true', 'task_asks = true\nconfirm = "Sign as {name}?"'))
+    server = env.server(MODERN)
+    task_id = request(server, "tools/call", {"name": "sign", "arguments": {"out": str(out)}})["result"]["taskId"]
+    waiting(server, task_id, {"name", "flag"})
+    answer(server, task_id, "flag", {"action": "accept", "content": {"flag": False}})
+    assert env.cli("answer", task_id, "--answer", "secret-ada").returncode == 0
+    task = waiting(server, task_id, {"confirm"})
+    assert task["inputRequests"]["confirm"]["params"]["message"] == "Sign as secret-ada?"
+    assert env.cli("answer", task_id, "--answer", "yes").returncode == 0
+    assert ended(server, task_id)["status"] == "completed"
+    assert out.read_text() == "secret-ada|false\n"
+    lines = [json.loads(line) for line in trail.read_text().splitlines()]
+    questions = [(r["event"], r.get("prompt"), r.get("answer")) for r in lines if r["event"].startswith("question.")]
+    assert questions == [("question.asked", "the argument name", None), ("question.asked", "the argument flag", None),
+                         ("question.answered", None, "accept"), ("question.answered", None, "accept"),
+                         ("question.asked", "confirmation", None), ("question.answered", None, "accept")]
+    assert not [r for r in lines if r["event"] == "question.answered" and "secret-ada" in json.dumps(r)]
+    (start,) = [r for r in lines if r["event"] == "call.start"]
+    assert start["arguments"]["name"] == "secret-ada"    # what ran is recorded, as for any call
