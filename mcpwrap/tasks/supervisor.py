@@ -12,10 +12,16 @@ and the outcome, then runs the store's collection pass if one is due. With an
 audit trail (the creating server's `[server] audit` or `--audit`, handed over as
 AUDIT) it writes the task's own lines there: `call.start` before the spawn (when
 `audit_required`, flushed, and the command refused if it cannot be), `question.asked` and
-`question.answered` for each question the command asks, `call.end`, `task.finished` (the file is shared with the server's writer under its flock). The
-command starts once that interpreter has imported trio and the runner. It
-imports no jsonschema: the snapshot it runs is MAC-bound to what the server
-validated, so its schemas are not re-checked.
+`question.answered` for each question the command asks (and, for a task created with `asks`, each
+it asks before the command runs: `gather`), `call.end`, `task.finished` (the
+file is shared with the server's writer under its flock). A record created
+with `asks` (MAC-bound) has what the call lacks asked first, parked in
+input_required (`gather`: `asking.next_question` over the record's arguments,
+which stay as given, and the answers kept in the record, each checked by
+`asking.taken`). The command starts once that interpreter has imported trio
+and the runner. It imports no jsonschema unless an answer fails the plain
+check: the snapshot it runs is MAC-bound to what the server validated, so its
+schemas are not re-checked.
 
 Imports: trio and the runner load only in the supervisor process, so creating
 a task (`mcpwrap call --task`) loads neither.
@@ -45,6 +51,8 @@ from mcpwrap.tasks.store import MAX_RUNNING, Store, process_start, signed_by
 
 if TYPE_CHECKING:
     import trio
+
+    from mcpwrap.protocol.asking import Question
 
     from mcpwrap.result import ToolResult
 
@@ -85,8 +93,9 @@ def create_task(store: Store, config: config_module.Config, tool: config_module.
                 max_running: int = MAX_RUNNING, principal: str = identity.LOCAL, askable: bool = False,
                 asks: bool = False) -> TaskRecord:
     """Take a running slot (TooManyTasks past `max_running`), write the signed record, and start
-    its supervisor, which claims it (and, with `asks`, asks what the call still needs before it runs). Returns once the record is durable and the supervisor
-    spawned; nothing else is waited for."""
+    its supervisor, which claims it (with `asks`, it asks what the call still needs before the
+    command runs). Returns once the record is durable and the supervisor spawned; nothing else is
+    waited for."""
     task_id = new_id()
     slot = store.reserve(task_id, max_running)
     try:
@@ -210,7 +219,7 @@ class _Supervision:
             confirmed = confirmed or any(not q.fields for q, _ in got)
             resolution = None
 
-    async def _ask_all(self, message: str, questions: tuple[Any, ...]) -> list[tuple[Any, Any]] | str:
+    async def _ask_all(self, message: str, questions: tuple[Question, ...]) -> list[tuple[Question, Any]] | str:
         """Park the task on `questions` at once (each under a key unique over the task's life: its own
         when free); each answer, from any replica, is taken as it comes (`asking.taken`): the values,
         or why the first unusable one cannot be used."""
