@@ -164,7 +164,7 @@ def task_outcome(store: Any, task_id: str, wait: bool, output: Path | None, as_j
 def tasks_answer(where: str, task_id: str | None, state_dir: str | None, answer: str | None, as_json: bool) -> None:
     """Answer the question a parked task asks (input_required), as a tasks/update would: checked against
     its form, taken once (a question answered already, here or by a client, keeps its first answer)."""
-    from mcpwrap.protocol.answers import FIELD, typed
+    from mcpwrap.protocol.answers import typed
     from mcpwrap.protocol.arguments import value_problems
     from mcpwrap.tasks import views as tasks
 
@@ -176,11 +176,13 @@ def tasks_answer(where: str, task_id: str | None, state_dir: str | None, answer:
     key, request = next(iter(waiting.items()))
     if answer is None:
         fail(f"task {task_id} asks: {request['params']['message']}\ngive the answer with --answer VALUE", EXIT_USAGE)
-    schema = request["params"]["requestedSchema"]["properties"][FIELD]
+    # the form's one field: a command's `answer`, or a task_asks task's argument; none: its confirmation
+    field, schema = next(iter(request["params"]["requestedSchema"]["properties"].items()), ("", {"type": "boolean"}))
     value = typed(schema.get("type"), answer)
     if problems := value_problems(schema, value):
         fail(f"{answer!r} does not answer the question: {'; '.join(problems)}", EXIT_USAGE)
-    record = store.answer(task_id, {key: {"action": "accept", "content": {FIELD: value}}})
+    record = store.answer(task_id, {key: {"action": "accept", "content": {field: value}} if field
+                                    else {"action": "accept" if value is True else "decline"}})
     if as_json:
         print_json(tasks.public_json(record))
     else:

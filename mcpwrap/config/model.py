@@ -123,6 +123,7 @@ class Tool:
     task: str = "never"
     task_ttl_s: float = 3600.0
     task_poll_s: float = 1.0
+    task_asks: bool = False            # a tasks-extension task asks for missing arguments itself (protocol/asking.py)
     kill_grace_s: float = 2.0
     sandbox: Sandbox | None = None
     limits: Limits | None = None

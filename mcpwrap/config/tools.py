@@ -48,7 +48,7 @@ ARG_KEYS = ARG_SCHEMA_KEYS | ARG_OWN_KEYS
 CONFINEMENT_KEYS = {"sandbox", "limits", "env_inherit"}
 TOOL_KEYS = {"title", "description", "command", "shell", "args", "cwd", "env", "timeout",
              "max_output", "output", "output_schema", "annotations", "stdin", "success_codes",
-             "protocol_error_codes", "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "kill_grace", "allow",
+             "protocol_error_codes", "progress", "concurrency", "confirm", "task", "task_ttl", "task_poll", "task_asks", "kill_grace", "allow",
              "ask", "ask_timeout", "ask_quiet", "tty"} | CONFINEMENT_KEYS
 SANDBOX_KEYS = {"read", "write", "network", "system", "required"}
 LIMIT_KEYS = {"memory", "cpu", "processes", "open_files", "file_size", "required"}
@@ -114,6 +114,9 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     task = r.typed(t, key, "task", str, "never")
     if task not in TASK_MODES:
         r.problem(key + ("task",), f"task '{task}' must be one of: {', '.join(TASK_MODES)}")
+    task_asks = r.typed(t, key, "task_asks", bool, False)
+    if task_asks and task == "never":
+        r.problem(key + ("task_asks",), "task_asks needs task = \"optional\" or \"always\"")
     progress, (codes, protocol_codes) = _read_progress(r, t, key), _read_exit_codes(r, t, key)
     concurrency = r.typed(t, key, "concurrency", int)
     if concurrency is not None and concurrency < 1:
@@ -145,6 +148,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         task=task,
         task_ttl_s=r.converted(t, key, "task_ttl", parse_duration, 3600.0),
         task_poll_s=r.converted(t, key, "task_poll", parse_duration, 1.0),
+        task_asks=task_asks,
         kill_grace_s=r.converted(t, key, "kill_grace", parse_duration, 2.0),
         sandbox=sandbox_of(r, t, key, defaults["sandbox"], cwd, args),
         limits=limits_of(r, t, key, defaults["limits"]),

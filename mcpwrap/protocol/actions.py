@@ -119,6 +119,7 @@ class TaskOp:
     once: Once | None = None              # "create" from an accepted requestState: as `StartCall.once`
     ttl_ms: int | None = None             # create: the ttl granted (the client's, clamped to the tool's)
     askable: bool = False                 # create: a question the command asks may park it in input_required
+    asks: bool = False                    # create: its supervisor asks what the call still needs (asking.py)
     relayed: frozenset[str] = frozenset()  # result: the task's questions this request already relayed
     responses: dict[str, Any] | None = None   # answer: question key -> the client's ElicitResult
 

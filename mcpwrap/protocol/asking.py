@@ -14,6 +14,11 @@ back the outcome of `run.arguments.resolve_paths` on the arguments it names. The
 whether an argv can be built from the arguments as placed (defaults filled in,
 paths resolved), then what is missing, then the confirmation. `Ready` carries the
 arguments as placed: what runs is what was checked.
+
+A task of the tasks extension asks from its supervisor, while parked in input_required: each
+missing argument as a question of its own (`one_by_one`), so any replica can answer any subset,
+then the confirmation (which quotes the values). `taken` is what an answer to one of them gives:
+only the field asked, checked against the argument's schema, no string with a control character.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import orjson
 
 from mcpwrap.config.model import PLACEHOLDER, Arg, Tool, string_consts
-from mcpwrap.protocol.arguments import argument_problems
+from mcpwrap.protocol.answers import CONTROL
+from mcpwrap.protocol.arguments import argument_problems, value_problems
 from mcpwrap.protocol.argv import ArgumentError, build_argv, build_env, with_defaults
 
 if TYPE_CHECKING:
@@ -139,6 +145,40 @@ def next_question(tool: Tool, arguments: Mapping[str, Any], confirmed: bool,
     if tool.confirm and not confirmed:
         return Question("confirm", "confirmation", render_confirm(tool.confirm, with_defaults(tool, arguments)))
     return Ready(placed)
+
+
+def one_by_one(tool: Tool, question: Question) -> tuple[Question, ...]:
+    """`question` as a task asks it: each argument a question of its own, keyed by its name (a form of
+    that one field); the confirmation as it is."""
+    if question.key != "arguments":
+        return (question,)
+    return tuple(Question(a.name, f"the argument {a.name}", f"'{tool.name}' needs: {a.name}", (a,))
+                 for a in question.fields)
+
+
+def taken(question: Question, response: Mapping[str, Any]) -> tuple[bool, Any]:
+    """An ElicitResult to one of a task's questions (`one_by_one`): (True, the value; True for the
+    confirmation), or (False, why it cannot be used). Only the field asked is taken (the content may
+    carry more); left empty, the argument's default; the value must fit the argument's schema, and a
+    string holding a newline or any other control character is refused, as a command's answer is."""
+    action = response.get("action")
+    if action in ("decline", "cancel"):
+        return False, f"the user {'declined' if action == 'decline' else 'cancelled'} {question.purpose}"
+    content = response.get("content") or {}
+    if action != "accept" or not isinstance(content, Mapping):
+        return False, f"the answer to {question.purpose} was malformed"
+    if not question.fields:
+        return True, True
+    arg = question.fields[0]
+    if arg.name not in content:
+        if "default" in arg.schema:
+            return True, arg.schema["default"]
+        return False, f"the user accepted without providing {arg.name}"
+    value = content[arg.name]
+    problems = value_problems(arg.schema, value)
+    if isinstance(value, str) and CONTROL.search(value):
+        problems.append(f"{arg.name} holds a control character (a newline or an escape)")
+    return (False, f"the answer for {arg.name} was refused: " + "; ".join(problems)) if problems else (True, value)
 
 
 def can_ask(capabilities: Mapping[str, Any]) -> bool:

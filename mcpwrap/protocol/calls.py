@@ -3,7 +3,9 @@
 A call is parsed and its task decision made (`task_decision`, the revision's rule); then
 `advance` asks the user what is still missing (an `elicitation/create` of ours over a legacy
 session, an `input_required` result for a modern request) or starts it: `StartCall`, or a
-`TaskOp` "create" when it runs as a task. A call with path arguments first has them resolved by
+`TaskOp` "create" when it runs as a task. A call of the tasks extension to a `task_asks` tool whose
+client can be asked becomes its task at once, with the arguments as given: the task asks what is missing itself
+(`asks`: its supervisor parks it in input_required, one inputRequest per missing argument). A call with path arguments first has them resolved by
 the driver (`ResolvePaths`, answered through `resolved`), each round, before anything is asked or
 started. A modern retry's `requestState` nonce travels on the starting action (`once`): the driver
 records it as used just before the call (or task) starts and, when it was used already or cannot
@@ -20,6 +22,7 @@ call's own `ask_timeout` bounds the wait (`question_over` withdraws a question i
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from mcpwrap.config.model import Tool
 from mcpwrap.protocol import answers, asking, audit, rounds, tasking
@@ -103,7 +106,10 @@ def _advance(core: ServerState, pending: rounds.Pending) -> list[Action]:
     if isinstance(step, ProtocolError):
         raise step
     if isinstance(step, asking.Question):
-        return _ask(core, pending, step)
+        if not (pending.as_task and ctx.modern and pending.tool.task_asks and asking.can_ask(ctx.capabilities)):
+            return _ask(core, pending, step)
+        core.inflight[ctx.id] = ctx           # the task asks itself, parked in input_required
+        return [_create(pending, pending.arguments, asks=True)]
     if isinstance(step, ToolResult):                # refused
         return _refused(core, ctx, pending.tool, step, pending.as_task, "invalid")
     core.inflight[ctx.id] = ctx
@@ -111,11 +117,17 @@ def _advance(core: ServerState, pending: rounds.Pending) -> list[Action]:
         core.resolving[ctx.id] = pending
         return [ResolvePaths(ctx, pending.tool, step.arguments)]
     if pending.as_task:
-        return [TaskOp(ctx, "create", tool=pending.tool, arguments=step.arguments, once=pending.state,
-                       ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool),
-                       askable=asking.can_ask(ctx.capabilities)
-                       and (ctx.modern or ctx.rev.has("elicitation.server_request")))]
+        return [_create(pending, step.arguments)]
     return [StartCall(ctx, pending.tool, step.arguments, pending.state)]
+
+
+def _create(pending: rounds.Pending, arguments: dict[str, Any], asks: bool = False) -> TaskOp:
+    """The task to create for the call. `asks`: with what is still missing not asked yet (a tasks
+    extension call whose client can be asked): its supervisor asks it, as the task's inputRequests."""
+    ctx = pending.ctx
+    return TaskOp(ctx, "create", tool=pending.tool, arguments=arguments, once=pending.state,
+                  ttl_ms=tasking.requested_ttl_ms(ctx.params, pending.tool), asks=asks,
+                  askable=asking.can_ask(ctx.capabilities) and (ctx.modern or ctx.rev.has("elicitation.server_request")))
 
 
 def resolved(core: ServerState, ctx: Context, resolution: asking.Resolution) -> list[Action]:

@@ -78,6 +78,7 @@ class TaskRecord:
     askable: bool = False                 # its creator declared elicitation: a question parks it in input_required
     input_requests: dict[str, Any] | None = None    # input_required: key -> the elicitation/create request
     input_responses: dict[str, Any] | None = None   # tasks/update: key -> the ElicitResult, taken by the supervisor
+    asks: bool = False                    # MAC-bound: its supervisor asks for what the call lacks before running
 
     @property
     def terminal(self) -> bool:

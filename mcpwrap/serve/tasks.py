@@ -44,7 +44,7 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
             tool, ttl_ms = op.tool, op.ttl_ms
             return TaskFound(await trio.to_thread.run_sync(lambda: create_task(   # the secret is read off the loop too
                 store, core.config, tool, op.arguments or {}, ttl_ms, core.keyring_source(), secret_file,
-                max_running, ctx.principal, op.askable)))
+                max_running, ctx.principal, op.askable, op.asks)))
         if op.op == "list":
             chosen, next_cursor = await trio.to_thread.run_sync(store.page, op.cursor, core.page_size, ctx.principal)
             return TaskPage(tuple(chosen), next_cursor)

@@ -113,11 +113,10 @@ def process_start(pid: int, zombies: bool = False) -> int | None:
 
 
 def record_mac(record: TaskRecord, key: bytes) -> str:
-    """The MAC over `SIGNED` and the creator's principal (absent from records written before
-    principals, which keep the MAC they were written with)."""
+    """The MAC over `SIGNED`, the creator's principal (absent from records written before
+    principals, which keep the MAC they were written with) and `asks` when set."""
     signed = {name: getattr(record, name) for name in SIGNED}
-    if record.principal is not None:
-        signed["principal"] = record.principal
+    signed.update({k: v for k, v in (("principal", record.principal), ("asks", record.asks or None)) if v is not None})
     body = orjson.dumps(signed, option=orjson.OPT_SORT_KEYS)
     return hmac.new(key, _MAC_CONTEXT + body, hashlib.sha256).hexdigest()
 
@@ -192,7 +191,8 @@ class Store:
 
     def create(self, *, tool: str, arguments: Mapping[str, Any], ttl_ms: int, poll_ms: int,
                tools_file: Path, digest: str, snapshot: str | None, key: bytes,
-               task_id: str | None = None, principal: str = identity.LOCAL, askable: bool = False) -> TaskRecord:
+               task_id: str | None = None, principal: str = identity.LOCAL, askable: bool = False,
+               asks: bool = False) -> TaskRecord:
         """Write a new record for `principal`, MAC'd with `key` (the secret's current key)."""
         self.ready(create=True)
         now = self.clock()
@@ -200,7 +200,7 @@ class Store:
                             arguments=dict(arguments), created_at=now, updated_at=now, ttl_ms=ttl_ms,
                             poll_ms=poll_ms, tools_file=str(Path(tools_file).resolve()), digest=digest,
                             status_message=CREATED_MESSAGE, snapshot=snapshot, principal=principal,
-                            askable=askable)
+                            askable=askable, asks=asks)
         record = replace(record, mac=record_mac(record, key))
         write_atomic(self.path(record.task_id), _encode(record), exclusive=True)
         try:

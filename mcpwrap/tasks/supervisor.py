@@ -12,10 +12,16 @@ and the outcome, then runs the store's collection pass if one is due. With an
 audit trail (the creating server's `[server] audit` or `--audit`, handed over as
 AUDIT) it writes the task's own lines there: `call.start` before the spawn (when
 `audit_required`, flushed, and the command refused if it cannot be), `question.asked` and
-`question.answered` for each question the command asks, `call.end`, `task.finished` (the file is shared with the server's writer under its flock). The
-command starts once that interpreter has imported trio and the runner. It
-imports no jsonschema: the snapshot it runs is MAC-bound to what the server
-validated, so its schemas are not re-checked.
+`question.answered` for each question the command asks (and, for a task created with `asks`, each
+it asks before the command runs: `gather`), `call.end`, `task.finished` (the
+file is shared with the server's writer under its flock). A record created
+with `asks` (MAC-bound) has what the call lacks asked first, parked in
+input_required (`gather`: `asking.next_question` over the record's arguments,
+which stay as given, and the answers kept in the record, each checked by
+`asking.taken`). The command starts once that interpreter has imported trio
+and the runner. It imports no jsonschema unless an answer fails the plain
+check: the snapshot it runs is MAC-bound to what the server validated, so its
+schemas are not re-checked.
 
 Imports: trio and the runner load only in the supervisor process, so creating
 a task (`mcpwrap call --task`) loads neither.
@@ -45,6 +51,8 @@ from mcpwrap.tasks.store import MAX_RUNNING, Store, process_start, signed_by
 
 if TYPE_CHECKING:
     import trio
+
+    from mcpwrap.protocol.asking import Question
 
     from mcpwrap.result import ToolResult
 
@@ -82,17 +90,19 @@ def spawn_supervisor(store: Store, task_id: str, secret_file: Path, slot: int,
 
 def create_task(store: Store, config: config_module.Config, tool: config_module.Tool,
                 arguments: Mapping[str, Any], ttl_ms: int, keyring: sealing.Keys, secret_file: Path,
-                max_running: int = MAX_RUNNING, principal: str = identity.LOCAL, askable: bool = False) -> TaskRecord:
+                max_running: int = MAX_RUNNING, principal: str = identity.LOCAL, askable: bool = False,
+                asks: bool = False) -> TaskRecord:
     """Take a running slot (TooManyTasks past `max_running`), write the signed record, and start
-    its supervisor, which claims it. Returns once the record is durable and the supervisor
-    spawned; nothing else is waited for."""
+    its supervisor, which claims it (with `asks`, it asks what the call still needs before the
+    command runs). Returns once the record is durable and the supervisor spawned; nothing else is
+    waited for."""
     task_id = new_id()
     slot = store.reserve(task_id, max_running)
     try:
         record = store.create(tool=tool.name, arguments=arguments, ttl_ms=ttl_ms,
                               poll_ms=max(1, int(tool.task_poll_s * 1000)), tools_file=Path(config.path),
                               digest=config.digest, snapshot=_snapshot(config), key=keyring.current,
-                              task_id=task_id, principal=principal, askable=askable)
+                              task_id=task_id, principal=principal, askable=askable, asks=asks)
         try:
             spawn_supervisor(store, task_id, secret_file, slot, config.audit)
         except OSError:
@@ -115,6 +125,7 @@ class _Supervision:
     def __init__(self, store: Store, task_id: str, trail: _Trail, askable: bool = False) -> None:
         self.store, self.task_id, self.trail, self.askable = store, task_id, trail, askable
         self.asked = 0                    # questions so far: each key is unique over the task's life
+        self.keys: set[str] = set()       # the keys asked under so far
         self.pending: dict[str, Any] | None = None
         self.log_left = LOG_CAP
         self.signal: int | None = None
@@ -161,7 +172,7 @@ class _Supervision:
             await self._audit(audit.question_answered, "nobody")
             return None
         self.asked += 1
-        key, request = f"ask-{self.asked}", asked.request()
+        key, request = self._fresh(f"ask-{self.asked}"), asked.request()
         await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
             r, status="input_required", status_message=asked.rule.message, input_requests={key: request},
             input_responses=None))
@@ -179,6 +190,80 @@ class _Supervision:
         if not answered:
             raise Unanswered(value)
         return value
+
+    async def gather(self, tool: config_module.Tool, given: Mapping[str, Any]) -> dict[str, Any] | str:
+        """What a task created with `asks` still needs, asked while it is parked in input_required: the
+        decision is `asking.next_question` (the one `serve` and `mcpwrap call` make) over the arguments
+        as given and the answers so far. The arguments as placed once nothing is missing, or why
+        nothing runs (invalid arguments, a declined question, an answer `asking.taken` refuses)."""
+        import trio
+
+        from mcpwrap.protocol import asking
+        from mcpwrap.run.arguments import resolve_paths
+
+        answers: dict[str, Any] = {}
+        confirmed, resolution = False, None
+        while True:
+            step = asking.next_question(tool, {**given, **answers}, confirmed, resolution)
+            if isinstance(step, list):
+                return f"invalid arguments for tool '{tool.name}': " + "; ".join(step)
+            if isinstance(step, asking.Ready):
+                return step.arguments
+            if isinstance(step, asking.Resolve):
+                resolution = await trio.to_thread.run_sync(resolve_paths, tool, step.arguments)
+                continue
+            got = await self._ask_all(step.message, asking.one_by_one(tool, step))
+            if isinstance(got, str):
+                return f"{got} for '{tool.name}'"
+            answers.update({q.fields[0].name: value for q, value in got if q.fields})
+            confirmed = confirmed or any(not q.fields for q, _ in got)
+            resolution = None
+
+    async def _ask_all(self, message: str, questions: tuple[Question, ...]) -> list[tuple[Question, Any]] | str:
+        """Park the task on `questions` at once (each under a key unique over the task's life: its own
+        when free); each answer, from any replica, is taken as it comes (`asking.taken`): the values,
+        or why the first unusable one cannot be used."""
+        import trio
+
+        from mcpwrap.protocol import asking
+        from mcpwrap.protocol.revisions import MODERN
+
+        asked = {self._fresh(q.key): q for q in questions}
+        for question in questions:
+            await self._audit(audit.question_asked, question.purpose, question.message)
+        await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
+            r, status="input_required", status_message=message, input_requests={
+                key: q.request(MODERN) for key, q in asked.items()}, input_responses=None))
+        values: dict[str, Any] = {}
+        try:
+            while len(values) < len(asked):
+                record = await trio.to_thread.run_sync(self.store.read, self.task_id)
+                for key, response in ((record.input_responses or {}) if record else {}).items():
+                    if key in asked and key not in values:
+                        action = response.get("action")
+                        await self._audit(audit.question_answered,
+                                          action if action in ("accept", "decline", "cancel") else "error")
+                        ok, values[key] = asking.taken(asked[key], response)
+                        if not ok:
+                            return str(values[key])
+                if len(values) < len(asked):
+                    await trio.sleep(CANCEL_POLL_S)
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
+                    r, status="working", status_message=None, input_requests=None, input_responses=None)
+                    if r.status == "input_required" or r.input_requests else None)
+        return [(asked[key], value) for key, value in values.items()]
+
+    def _fresh(self, key: str) -> str:
+        """`key`, or `key-N` when a question of this task was asked under it before (a late answer to
+        an earlier question never answers a later one)."""
+        fresh, n = key, len(self.keys)
+        while fresh in self.keys:
+            n += 1
+            fresh = f"{key}-{n}"
+        self.keys.add(fresh)
+        return fresh
 
     async def _audit(self, event: Callable[..., audit.Record], *fields: Any) -> None:
         """`question.asked` / `question.answered` in the creator's trail (never the answer itself)."""
@@ -233,13 +318,14 @@ class _Trail:
             return str(exc)
         return None
 
-    async def start(self, argv: list[str], cwd: str, tool: config_module.Tool) -> str | None:
+    async def start(self, argv: list[str], cwd: str, tool: config_module.Tool,
+                    arguments: Mapping[str, Any]) -> str | None:
         """`runner.run`'s `before_spawn`: `call.start`, or the refusal when it is required and failed."""
         import trio
 
         from mcpwrap.run import process as runner
 
-        line = audit.call_start(self.caller, None, tool, self.record.arguments, argv, cwd, runner.containment(),
+        line = audit.call_start(self.caller, None, tool, arguments, argv, cwd, runner.containment(),
                                 audit.sandbox_words(tool))
         failure = await trio.to_thread.run_sync(self.write, line)
         if failure is not None and self.required:
@@ -275,7 +361,7 @@ def _load_tool(record: TaskRecord) -> tuple[config_module.Tool, config_module.Sp
     tool = config.tool(record.tool)
     if tool is None:
         raise LookupError(f"tool '{record.tool}' is no longer defined in {path}")
-    problems = [] if record.snapshot is not None else argument_problems(tool, record.arguments)
+    problems = [] if record.snapshot is not None or record.asks else argument_problems(tool, record.arguments)
     if problems:
         raise LookupError(f"the arguments no longer fit tool '{record.tool}' in the changed {path}: "
                           + "; ".join(problems))
@@ -308,12 +394,29 @@ async def supervise(store: Store, task_id: str, secret_file: Path,
         lines.finished(store, lines.result)
 
 
+async def _command(store: Store, record: TaskRecord, tool: config_module.Tool, kept: config_module.Spool,
+                   placed: Mapping[str, Any], watch: _Supervision, trail: _Trail) -> ToolResult:
+    """Run the task's command with the arguments as placed; its output beyond max_output kept in the spool."""
+    from mcpwrap.result import error_result
+    from mcpwrap.run import process as runner
+    from mcpwrap.run.spool import Spool
+
+    try:
+        kept_by = Spool(store.root.parent / "output", kept.quota, kept.ttl_s,
+                        owner=record.principal or identity.LOCAL)   # read back by its creator only
+        trail.result = await runner.run(tool, placed, on_stderr=watch.log, on_progress=watch.progress, spool=kept_by,
+                                        before_spawn=lambda argv, cwd: trail.start(argv, cwd, tool, placed),
+                                        on_question=watch.question)
+        return trail.result
+    except runner.ArgumentError as exc:
+        return error_result(f"{exc}; nothing ran")
+
+
 async def _run(store: Store, record: TaskRecord, secret_file: Path, trail: _Trail) -> int:
     import trio
 
     from mcpwrap.result import error_result
     from mcpwrap.run import process as runner
-    from mcpwrap.run.spool import Spool
 
     task_id = record.task_id
     try:
@@ -330,16 +433,9 @@ async def _run(store: Store, record: TaskRecord, secret_file: Path, trail: _Trai
             with trio.CancelScope() as run:
                 nursery.start_soon(watch.poll, run)
                 await nursery.start(watch.signals, run)
-                try:
-                    kept_by = Spool(store.root.parent / "output", kept.quota, kept.ttl_s,
-                                    owner=record.principal or identity.LOCAL)   # read back by its creator only
-                    result = await runner.run(tool, record.arguments, on_stderr=watch.log,
-                                              on_progress=watch.progress, spool=kept_by,
-                                              before_spawn=lambda argv, cwd: trail.start(argv, cwd, tool),
-                                              on_question=watch.question)
-                    trail.result = result
-                except runner.ArgumentError as exc:
-                    result = error_result(f"{exc}; nothing ran")
+                placed = await watch.gather(tool, record.arguments) if record.asks else record.arguments
+                result = (error_result(f"{placed}; nothing ran") if isinstance(placed, str)
+                          else await _command(store, record, tool, kept, placed, watch, trail))
             nursery.cancel_scope.cancel()
     except Exception as exc:  # a bug must end as a failed task, not a task working forever
         store.finish(task_id, error={"code": -32603, "message": f"internal error while running the task: {exc}"})

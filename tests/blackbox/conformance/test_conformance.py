@@ -43,10 +43,7 @@ AT_2025, AT_2026 = (VERSIONS[0],), (VERSIONS[1],)
 EXTENSION_SCENARIOS: dict[str, tuple[frozenset[str], str]] = {
     **dict.fromkeys(("tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
                      "tasks-request-state-removal", "tasks-request-headers", "tasks-required-task-error",
-                     "tasks-mrtr-composition", "tasks-dispatch-and-envelope"), (frozenset(), "")),
-    "tasks-mrtr-input": (frozenset({"tasks-mrtr-partial-fulfillment"}),
-                         "a command asks one question at a time on its one stdin: a task never has two questions "
-                         "open at once, so a partial answer cannot leave one of two pending"),
+                     "tasks-mrtr-composition", "tasks-dispatch-and-envelope", "tasks-mrtr-input"), (frozenset(), "")),
 }
 MUST_PASS = {"2025-11-25": {"dns-rebinding-protection", "server-session-lifecycle", "server-sse-multiple-streams"},
              "2026-07-28": {"dns-rebinding-protection", "http-header-validation", "server-sse-multiple-streams"}}

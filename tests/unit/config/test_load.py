@@ -21,6 +21,7 @@ EXPECTED = {
     "both_command_and_shell.toml": (1, 1, "exactly one of 'command'"),
     "bad_output.toml": (3, 1, "output 'yaml'"),
     "bad_task.toml": (3, 1, "task 'sometimes'"),
+    "task_asks_without_task.toml": (3, 1, "task_asks needs task"),
     "no_tools.toml": (1, 1, "no tools defined"),
 }
 

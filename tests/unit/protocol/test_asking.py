@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from mcpwrap.config import load as config
+from mcpwrap.protocol import asking
 from mcpwrap.protocol.actions import StartCall
 from mcpwrap.protocol.core import Core
+from mcpwrap.protocol.revisions import MODERN
 from tests import mcpschema
 from tests.harness import modern_meta
 from tests.unit.protocol.test_core import KEYRING, feed, init, request, sent
@@ -129,3 +131,60 @@ def test_the_loader_accepts_titled_forms_and_checks_enum_names(tmp_path: Path) -
         path.write_text(f'[tools.t]\ncommand = ["x", "{{v}}"]\nargs.v = {fragment}\n')
         with pytest.raises(config.ConfigError, match=problem):
             config.load(path)
+
+
+SIGN = config.loads(b"""
+[tools.sign]
+command = ["echo", "{name}", "{size}"]
+confirm = "Sign as {name}?"
+args.name = { type = "string", elicit = true }
+args.size = { type = "integer", elicit = true, default = 3 }
+""", Path("/tmp/sign.toml")).tools[0]
+
+
+def test_a_task_asks_each_missing_argument_as_its_own_question_then_the_confirmation() -> None:
+    question = asking.next_question(SIGN, {}, False, None)
+    assert isinstance(question, asking.Question)
+    parts = asking.one_by_one(SIGN, question)
+    assert [p.key for p in parts] == ["name", "size"]
+    for part in parts:
+        form = part.request(MODERN)["params"]["requestedSchema"]
+        assert list(form["properties"]) == [part.key]
+    confirm = asking.next_question(SIGN, {"name": "ada", "size": 3}, False, None)
+    assert isinstance(confirm, asking.Question) and asking.one_by_one(SIGN, confirm) == (confirm,)
+    assert confirm.message == "Sign as ada?"
+
+
+@pytest.mark.parametrize(("key", "response", "taken"), [
+    ("name", {"action": "accept", "content": {"name": "ada", "confirm": True}}, (True, "ada")),  # only the field asked
+    ("size", {"action": "accept", "content": {"name": "x"}}, (True, 3)),               # left empty: the default
+    ("confirm", {"action": "accept"}, (True, True)),
+])
+def test_an_answer_to_a_task_question_takes_only_the_field_asked(key: str, response: dict[str, Any],
+                                                                 taken: tuple[bool, Any]) -> None:
+    assert asking.taken(_part(key), response) == taken
+
+
+@pytest.mark.parametrize(("key", "response", "words"), [
+    ("name", {"action": "accept", "content": {"name": "a\nrm -rf /"}}, "control character"),
+    ("name", {"action": "accept", "content": {"name": "\x1b[2J"}}, "control character"),
+    ("name", {"action": "accept", "content": {"name": 7}}, "name"),
+    ("name", {"action": "accept", "content": {}}, "without"),
+    ("name", {"action": "decline"}, "declined"),
+    ("confirm", {"action": "cancel"}, "cancelled"),
+    ("name", {"action": "maybe"}, "malformed"),
+])
+def test_an_answer_to_a_task_question_that_cannot_be_used_is_refused_with_why(key: str, response: dict[str, Any],
+                                                                             words: str) -> None:
+    ok, why = asking.taken(_part(key), response)
+    assert not ok and words in why
+
+
+def _part(key: str) -> asking.Question:
+    if key == "confirm":
+        question = asking.next_question(SIGN, {"name": "ada", "size": 3}, False, None)
+        assert isinstance(question, asking.Question)
+        return question
+    question = asking.next_question(SIGN, {}, False, None)
+    assert isinstance(question, asking.Question)
+    return next(p for p in asking.one_by_one(SIGN, question) if p.key == key)

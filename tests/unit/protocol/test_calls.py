@@ -22,6 +22,13 @@ task = "never"
 [tools.always]
 command = ["true"]
 task = "always"
+[tools.sign]
+command = ["echo", "{name}", "{flag}"]
+task = "optional"
+task_asks = true
+confirm = "Sign as {name}?"
+args.name = { type = "string", elicit = true }
+args.flag = { type = "boolean", elicit = true }
 """
 
 
@@ -94,6 +101,36 @@ def test_the_tasks_extension_decides_by_what_the_request_declares() -> None:
     refused = sent(feed(core, request(4, "tools/call", {"_meta": modern_meta(), "name": "always"})))[0]
     mcpschema.check("2026-07-28", refused, "tools/call")
     assert "error" in refused and "runs only as a task" in str(refused["error"])
+
+
+def test_an_extension_task_that_lacks_answers_is_created_at_once_to_ask_them_itself() -> None:
+    """A 2026-07-28 task call with elicited arguments missing: no input_required round before the task, the
+    task is created with the arguments as given and `asks` (its supervisor parks it on what is missing)."""
+    core = tasks_core()
+    declared = modern_meta({"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}})
+    created = feed(core, request(1, "tools/call", {"_meta": declared, "name": "sign", "arguments": {"flag": True}}))
+    assert [type(a) for a in created] == [TaskOp]
+    assert created[0].op == "create" and created[0].asks and created[0].askable
+    assert created[0].arguments == {"flag": True}
+    ready = feed(core, request(2, "tools/call", {"_meta": declared, "name": "job", "arguments": {"n": 1}}))
+    assert isinstance(ready[0], TaskOp) and not ready[0].asks     # nothing to ask: the task just runs
+    mute = modern_meta({"extensions": {TASKS_EXTENSION: {}}})       # cannot be asked: refused as before
+    refused = sent(feed(core, request(3, "tools/call", {"_meta": mute, "name": "sign", "arguments": {}})))[0]
+    assert refused["error"]["code"] == -32021
+
+
+def test_legacy_task_calls_and_plain_calls_still_ask_before_anything_starts() -> None:
+    core = tasks_core()
+    init(core, "2025-11-25", {"elicitation": {}})
+    legacy = sent(feed(core, request(1, "tools/call", {"name": "sign", "arguments": {}, "task": {}})))[0]
+    assert legacy["method"] == "elicitation/create"
+    plain = sent(feed(core, request(2, "tools/call", {"_meta": modern_meta({"elicitation": {}}), "name": "sign",
+                                                      "arguments": {}})))[0]
+    assert plain["result"]["resultType"] == "input_required"
+    declared = modern_meta({"elicitation": {}, "extensions": {TASKS_EXTENSION: {}}})
+    core.config = config.loads(TASKS.replace(b"task_asks = true\n", b""), Path("/tmp/calls.toml"))
+    asked_first = sent(feed(core, request(3, "tools/call", {"_meta": declared, "name": "sign", "arguments": {}})))[0]
+    assert asked_first["result"]["resultType"] == "input_required"   # without task_asks: rounds, then the task
 
 
 def test_a_question_the_client_could_not_ask_ends_the_call_refused() -> None:
