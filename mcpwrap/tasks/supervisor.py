@@ -12,16 +12,13 @@ and the outcome, then runs the store's collection pass if one is due. With an
 audit trail (the creating server's `[server] audit` or `--audit`, handed over as
 AUDIT) it writes the task's own lines there: `call.start` before the spawn (when
 `audit_required`, flushed, and the command refused if it cannot be), `question.asked` and
-`question.answered` for each question the command asks (and, for a task created with `asks`, each
-it asks before the command runs: `gather`), `call.end`, `task.finished` (the
-file is shared with the server's writer under its flock). A record created
-with `asks` (MAC-bound) has what the call lacks asked first, parked in
-input_required (`gather`: `asking.next_question` over the record's arguments,
-which stay as given, and the answers kept in the record, each checked by
-`asking.taken`). The command starts once that interpreter has imported trio
-and the runner. It imports no jsonschema unless an answer fails the plain
-check: the snapshot it runs is MAC-bound to what the server validated, so its
-schemas are not re-checked.
+`question.answered` for each question asked, `call.end`, `task.finished` (the file is shared
+with the server's writer under its flock). A record created with `asks` (MAC-bound) has what
+the call lacks asked first, parked in input_required (`gather`: `asking.next_question` over the
+record's arguments, which stay as given, and the answers kept in the record, each checked by
+`asking.taken`). The command starts once that interpreter has imported trio and the runner. It
+imports no jsonschema unless an answer fails the plain check: the snapshot it runs is MAC-bound
+to what the server validated, so its schemas are not re-checked.
 
 Imports: trio and the runner load only in the supervisor process, so creating
 a task (`mcpwrap call --task`) loads neither.
@@ -173,19 +170,13 @@ class _Supervision:
             return None
         self.asked += 1
         key, request = self._fresh(f"ask-{self.asked}"), asked.request()
-        await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
-            r, status="input_required", status_message=asked.rule.message, input_requests={key: request},
-            input_responses=None))
+        await self._park(asked.rule.message, {key: request})
         try:
             while (response := await self._response(key)) is None:
                 await trio.sleep(CANCEL_POLL_S)
         finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
-                    r, status="working", status_message=None, input_requests=None, input_responses=None)
-                    if r.status == "input_required" or r.input_requests else None)
-        action = response.get("action")
-        await self._audit(audit.question_answered, action if action in ("accept", "decline", "cancel") else "error")
+            await self._unpark()
+        await self._answered(response)
         answered, value = from_elicitation(response)
         if not answered:
             raise Unanswered(value)
@@ -231,29 +222,43 @@ class _Supervision:
         asked = {self._fresh(q.key): q for q in questions}
         for question in questions:
             await self._audit(audit.question_asked, question.purpose, question.message)
-        await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
-            r, status="input_required", status_message=message, input_requests={
-                key: q.request(MODERN) for key, q in asked.items()}, input_responses=None))
+        await self._park(message, {key: q.request(MODERN) for key, q in asked.items()})
         values: dict[str, Any] = {}
         try:
             while len(values) < len(asked):
                 record = await trio.to_thread.run_sync(self.store.read, self.task_id)
                 for key, response in ((record.input_responses or {}) if record else {}).items():
                     if key in asked and key not in values:
-                        action = response.get("action")
-                        await self._audit(audit.question_answered,
-                                          action if action in ("accept", "decline", "cancel") else "error")
+                        await self._answered(response)
                         ok, values[key] = asking.taken(asked[key], response)
                         if not ok:
                             return str(values[key])
                 if len(values) < len(asked):
                     await trio.sleep(CANCEL_POLL_S)
         finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
-                    r, status="working", status_message=None, input_requests=None, input_responses=None)
-                    if r.status == "input_required" or r.input_requests else None)
+            await self._unpark()
         return [(asked[key], value) for key, value in values.items()]
+
+    async def _park(self, message: str, requests: dict[str, Any]) -> None:
+        """The task in input_required on these questions, with no answer yet."""
+        import trio
+
+        await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
+            r, status="input_required", status_message=message, input_requests=requests, input_responses=None))
+
+    async def _unpark(self) -> None:
+        """The task working again, its questions withdrawn; shielded, so a cancelled wait does it too."""
+        import trio
+
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self.store.update, self.task_id, lambda r: replace(
+                r, status="working", status_message=None, input_requests=None, input_responses=None)
+                if r.status == "input_required" or r.input_requests else None)
+
+    async def _answered(self, response: Mapping[str, Any]) -> None:
+        """`question.answered` in the trail: how the question was met, never the answer."""
+        action = response.get("action")
+        await self._audit(audit.question_answered, action if action in ("accept", "decline", "cancel") else "error")
 
     def _fresh(self, key: str) -> str:
         """`key`, or `key-N` when a question of this task was asked under it before (a late answer to

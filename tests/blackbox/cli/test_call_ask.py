@@ -40,16 +40,20 @@ def test_an_answer_with_an_escape_sequence_is_refused(tmp_path: Path) -> None:
     assert "holds a newline or another control character; nothing was written" in done.stdout
 
 
-def test_the_question_is_asked_on_the_terminal(tmp_path: Path) -> None:
-    out = tmp_path / "received"
+def on_a_terminal(args: list[str], typed: bytes) -> subprocess.CompletedProcess[str]:
+    """`mcpwrap ARGS` with a terminal for stdin, `typed` waiting in it until the question reads it."""
     primary, secondary = os.openpty()
     try:
-        os.write(primary, b"maybe\ny\n")              # waits in the terminal until the question reads it
-        done = subprocess.run(mcpwrap_cmd("call", FIXTURE, "apply", "--arg", f"out={out}"), stdin=secondary,
-                              capture_output=True, text=True, timeout=HANG_S)
+        os.write(primary, typed)
+        return subprocess.run(mcpwrap_cmd(*args), stdin=secondary, capture_output=True, text=True, timeout=HANG_S)
     finally:
         os.close(primary)
         os.close(secondary)
+
+
+def test_the_question_is_asked_on_the_terminal(tmp_path: Path) -> None:
+    out = tmp_path / "received"
+    done = on_a_terminal(["call", FIXTURE, "apply", "--arg", f"out={out}"], b"maybe\ny\n")
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == b"yes\n"
     assert "Terraform asks: apply this plan?\n\nPlan: 1 to add" in done.stderr and "try again" in done.stderr
@@ -85,14 +89,7 @@ def test_call_task_without_an_answer_ends_quoting_the_question(tmp_path: Path) -
 def test_call_task_asks_on_the_terminal(tmp_path: Path) -> None:
     tools, store = task_fixture(tmp_path)
     out = tmp_path / "received"
-    primary, secondary = os.openpty()
-    try:
-        os.write(primary, b"maybe\nn\n")
-        done = subprocess.run(mcpwrap_cmd("call", str(tools), "apply", "--task", "--arg", f"out={out}", *store),
-                              stdin=secondary, capture_output=True, text=True, timeout=HANG_S)
-    finally:
-        os.close(primary)
-        os.close(secondary)
+    done = on_a_terminal(["call", str(tools), "apply", "--task", "--arg", f"out={out}", *store], b"maybe\nn\n")
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == b"no\n"
     assert "Terraform asks: apply this plan?\n\nPlan: 1 to add" in done.stderr and "try again" in done.stderr
