@@ -111,12 +111,6 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
     confirm = r.typed(t, key, "confirm", str)
     if confirm is not None:
         check_placeholders(r, key + ("confirm",), confirm, {a.name for a in args})
-    task = r.typed(t, key, "task", str, "never")
-    if task not in TASK_MODES:
-        r.problem(key + ("task",), f"task '{task}' must be one of: {', '.join(TASK_MODES)}")
-    task_asks = r.typed(t, key, "task_asks", bool, False)
-    if task_asks and task == "never":
-        r.problem(key + ("task_asks",), "task_asks needs task = \"optional\" or \"always\"")
     progress, (codes, protocol_codes) = _read_progress(r, t, key), _read_exit_codes(r, t, key)
     concurrency = r.typed(t, key, "concurrency", int)
     if concurrency is not None and concurrency < 1:
@@ -145,10 +139,7 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         progress=progress,
         concurrency=concurrency,
         confirm=confirm,
-        task=task,
-        task_ttl_s=r.converted(t, key, "task_ttl", parse_duration, 3600.0),
-        task_poll_s=r.converted(t, key, "task_poll", parse_duration, 1.0),
-        task_asks=task_asks,
+        **_read_task(r, t, key),
         kill_grace_s=r.converted(t, key, "kill_grace", parse_duration, 2.0),
         sandbox=sandbox_of(r, t, key, defaults["sandbox"], cwd, args),
         limits=limits_of(r, t, key, defaults["limits"]),
@@ -159,6 +150,19 @@ def read_tool(r: Reader, name: str, t: dict[str, Any], defaults: dict[str, Any],
         ask_quiet_s=ask_quiet_s,
         tty=r.typed(t, key, "tty", bool, False),
     )
+
+
+def _read_task(r: Reader, t: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, Any]:
+    """How the tool runs as a task: its mode, ttl, poll interval and whether the task asks itself."""
+    task = r.typed(t, key, "task", str, "never")
+    if task not in TASK_MODES:
+        r.problem(key + ("task",), f"task '{task}' must be one of: {', '.join(TASK_MODES)}")
+    task_asks = r.typed(t, key, "task_asks", bool, False)
+    if task_asks and task == "never":
+        r.problem(key + ("task_asks",), "task_asks needs task = \"optional\" or \"always\"")
+    return {"task": task, "task_asks": task_asks,
+            "task_ttl_s": r.converted(t, key, "task_ttl", parse_duration, 3600.0),
+            "task_poll_s": r.converted(t, key, "task_poll", parse_duration, 1.0)}
 
 
 def _read_command(r: Reader, t: Mapping[str, Any], key: tuple[str, ...], name: str,
