@@ -87,8 +87,7 @@ def _audit_cancel(record: Any) -> None:
             AuditLog(trail.path, max_bytes=trail.max_bytes).append(
                 audit.task_cancelled(audit.Caller(identity.LOCAL, "cli"), None, record.task_id))
     except (config.ConfigError, AuditError) as exc:
-        print(f"mcpwrap: warning: the cancellation of {record.task_id} is not in the audit trail: {exc}",
-              file=sys.stderr)
+        sys.stderr.write(f"mcpwrap: warning: the cancellation of {record.task_id} is not in the audit trail: {exc}\n")
 
 
 def tasks_gc(file: str, state_dir: str | None, as_json: bool) -> None:
