@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 FRONT_SWITCH_S = 0.0005           # the GIL switch interval while trio imports: how long a request may wait for it
 
 
-def run(config: config_module.Config, options: Options, after_first_answers: Callable[[], None] = lambda: None) -> int:
+def run(config: config_module.Config, options: Options, after_first_answers: Callable[[], None]) -> int:
     """`mcpwrap serve` on stdio: the front while the driver imports, then trio, or never if the session
     ends first. `after_first_answers` runs once the requests already waiting at start are answered
     (start-up checks whose findings only go to stderr), before the driver's import begins."""

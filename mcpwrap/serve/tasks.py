@@ -59,7 +59,7 @@ async def perform(op: TaskOp, core: Core, state_dir: Path, secret_file: Path,
             responses = dict((ctx.params.get("inputResponses") if op.op == "update" else op.responses) or {})
             return TaskFound(await trio.to_thread.run_sync(store.answer, task_id, responses, principal))
         while op.op == "result" and not record.terminal and core.task_waiting(ctx):
-            if not ctx.modern and tasking.outstanding(record) != op.relayed:
+            if tasking.outstanding(record) != op.relayed:
                 return TaskAsking(record)          # questions to relay (or withdraw): the core decides
             await trio.sleep(RESULT_POLL_S)
             record = await trio.to_thread.run_sync(store.get, task_id, principal)
