@@ -96,9 +96,14 @@ def adopt_early_forks(pid: int, needle: bytes, procs: int) -> bool:
     """Move in what the leader forked before its own move; False when that is not certain.
 
     Pids are handed out in order, so such forks hold pids after the leader's, up to
-    ns_last_pid; a round repeats over pids allocated meanwhile until none were. Other calls'
-    leaders (`ours`) are passed over without a /proc read.
-    `needle` is the call's tag as it appears in an environment (NAME=value).
+    ns_last_pid read after the move (a fork still in progress then is born in the cgroup).
+    Each pid up to it is looked at once: another call's leader (`ours`) without a /proc read;
+    a live process without the tag is not the call's. A round ends the chase when it moved
+    nothing and every pid it looked at was live: pids handed out meanwhile went to other
+    processes' forks (a burst's other spawns). What it moved, or a pid gone or a zombie (it may
+    have forked before it ended), may have forked before it was looked at, so another round
+    looks at the pids handed out meanwhile. `needle` is the call's tag as it appears in an
+    environment (NAME=value).
     """
     low = pid
     for _ in range(4):
@@ -107,18 +112,26 @@ def adopt_early_forks(pid: int, needle: bytes, procs: int) -> bool:
             return True
         if not low < high <= low + CHASE_PIDS:      # wrapped around, or too busy to chase
             return False
+        settled = True
         for other in range(low + 1, high + 1):
             if ours(other):                         # another call's leader: no fork of this one
                 continue
             environ = read_file(f"/proc/{other}/environ")
-            if not environ and not _child(other) and mid_exec(str(other)):
-                return False                        # caught mid-exec: the end-of-call sweep must look again
-            if needle in environ.split(b"\0"):
+            if not environ:
+                if _child(other):                   # a child of ours between exec's steps
+                    continue
+                if mid_exec(str(other)):
+                    return False                    # caught mid-exec: the end-of-call sweep must look again
+                settled = False                     # gone, or a zombie
+            elif needle in environ.split(b"\0"):
+                settled = False
                 try:
                     os.write(procs, b"%d" % other)
                 except ProcessLookupError:
                     pass                            # gone; what it forked has a later pid
                 except OSError:
                     return False
+        if settled:
+            return True
         low = high
     return False
