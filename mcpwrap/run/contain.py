@@ -45,6 +45,7 @@ from mcpwrap.run.procfs import adopt_early_forks, leaders, mid_exec, proc_stat, 
 FLUSH_S = 0.25              # after the call's processes are ended, the pipes get this long to drain
 POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
 EXEC_RETRIES = 5            # passes of a tag sweep over processes caught mid-exec
+KEPT_CGROUPS = 32           # emptied cgroups of ended calls kept for later calls
 CALL_ENV = "MCPWRAP_CALL"
 CONTAINMENT_ENV = "MCPWRAP_CONTAINMENT"
 
@@ -197,8 +198,10 @@ class Tagged:
 
 @dataclass
 class InCgroup(Tagged):
-    """A call in a cgroup of its own: listed, emptied and killed through it, then removed."""
+    """A call in a cgroup of its own: listed, emptied and killed through it, then removed, or, once
+    proved empty at its end, kept in `kept` for a later call (None: removed, as limits were written to it)."""
     cgroup: str = field(kw_only=True)
+    kept: list[str] | None = field(default=None, kw_only=True)
 
     def members(self) -> list[int]:
         if _emptied_cgroup(self.cgroup):
@@ -213,7 +216,12 @@ class InCgroup(Tagged):
             _write(os.path.join(self.cgroup, "cgroup.kill"), "1")
 
     def released(self) -> bool:
-        return not self.sweep and _rmdir(self.cgroup)
+        if self.sweep:
+            return False
+        if self.kept is not None and len(self.kept) < KEPT_CGROUPS:    # what proved there is nothing
+            self.kept.append(self.cgroup)                             # to sweep proved it empty too
+            return True
+        return _rmdir(self.cgroup)
 
     async def release(self) -> None:
         path = self.cgroup                              # SIGKILLed members leave at once; else exit cleans up
@@ -230,6 +238,13 @@ class Containment(ABC):
     """How this process's calls are contained: what a fresh leader enters, and the cgroup tree if any."""
     cgroup: str | None = None       # this process's directory for its calls' cgroups
 
+    def __init__(self) -> None:
+        # Emptied cgroups of ended calls, for the next calls: a mkdir and an rmdir less a call, both
+        # waiting for the kernel's cgroup lock that every move takes. A forked child (a task's
+        # supervisor) makes its own: two processes never share one.
+        self.emptied: list[str] = []
+        os.register_at_fork(after_in_child=self.emptied.clear)
+
     @abstractmethod
     def describe(self) -> str:
         """In words, for the CLI and docs."""
@@ -245,7 +260,10 @@ class Containment(ABC):
         leaders.add(pid)
         if joined is not None:
             return InCgroup(tag, False, cgroup=joined)
-        path = self.new_cgroup(tag)
+        try:
+            path: str | None = self.emptied.pop()       # atomic: spawner threads take, the loop gives
+        except IndexError:
+            path = self.new_cgroup(tag)
         if path is None:
             return Tagged(tag)
         try:
@@ -255,7 +273,8 @@ class Containment(ABC):
             return Tagged(tag)
         try:
             os.write(procs, b"%d" % pid)
-            return InCgroup(tag, not adopt_early_forks(pid, f"{CALL_ENV}={tag}".encode(), procs), cgroup=path)
+            chased = adopt_early_forks(pid, f"{CALL_ENV}={tag}".encode(), procs)
+            return InCgroup(tag, not chased, cgroup=path, kept=self.emptied)
         except OSError:
             _rmdir(path)
             return Tagged(tag)
@@ -279,6 +298,7 @@ class CgroupContainment(Containment):
     cgroup: str
 
     def __init__(self, path: str) -> None:
+        super().__init__()
         self.cgroup = path
 
     def describe(self) -> str:

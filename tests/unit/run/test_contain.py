@@ -112,7 +112,8 @@ def test_a_move_waiting_on_the_kernel_does_not_hold_the_loop(mode: str, mark: st
 
 
 def test_no_call_cgroup_or_its_files_outlive_the_calls(mode: str, mark: str) -> None:
-    """Every call's cgroup is removed at its end, and no file of one stays open."""
+    """No file of a call's cgroup stays open; what is left of the calls' cgroups is empty, kept
+    for later calls (at most KEPT_CGROUPS), and removed when the process exits."""
     if mode == "tag":
         pytest.skip("cgroups only")
     server = contain.current().cgroup
@@ -131,9 +132,56 @@ def test_no_call_cgroup_or_its_files_outlive_the_calls(mode: str, mark: str) -> 
             async with trio.open_nursery() as nursery:
                 for _ in range(5):
                     nursery.start_soon(runner.run, tool(mark, 'command = ["true"]'), {})
-    before = call_cgroups()
     trio.run(main)
-    assert open_cgroup_files() == [] and call_cgroups() == before
+    left = call_cgroups()
+    assert open_cgroup_files() == [] and 1 <= len(left) <= contain.KEPT_CGROUPS
+    assert all(b"populated 0" in Path(path, "cgroup.events").read_bytes() for path in left)
+
+
+def own_cgroup(result: Any) -> str:
+    """The cgroup v2 path a `cgroup_printer` call printed."""
+    return next(line[3:] for line in result.text.splitlines() if line.startswith("0::"))
+
+
+def cgroup_printer(mark: str, extra: str = "") -> config.Tool:
+    """A call that prints its cgroup once it has left ours (its move follows its exec)."""
+    ours = next(line for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+    script = f"while grep -qx '{ours}' /proc/self/cgroup; do :; done; cat /proc/self/cgroup"
+    return tool(mark, f'shell = "{script}"\ntimeout = "10s"\n{extra}')
+
+
+def test_an_ended_calls_cgroup_is_the_next_calls_unless_limits_were_written_to_it(mode: str, mark: str) -> None:
+    if mode == "tag":
+        pytest.skip("cgroups only")
+    plain = cgroup_printer(mark)
+    limited = cgroup_printer(mark, "limits = { processes = 64 }\n")
+    first = own_cgroup(guarded_run(plain))
+    assert own_cgroup(guarded_run(plain)) == first
+    inside_limits = own_cgroup(guarded_run(limited))
+    assert own_cgroup(guarded_run(plain)) != inside_limits
+    assert own_cgroup(guarded_run(plain)) != inside_limits
+
+
+def test_a_forked_child_never_takes_its_parents_kept_cgroups(mode: str, mark: str) -> None:
+    """A task's supervisor is a fork of the server: were it to take a cgroup the server keeps, both
+    could hand it to a call at once, and one call's end would kill the other's processes."""
+    if mode == "tag":
+        pytest.skip("cgroups only")
+    plain = cgroup_printer(mark)
+    kept = own_cgroup(guarded_run(plain))
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:                                     # pragma: no cover - the child reports on the pipe
+        try:
+            os.write(write_end, own_cgroup(guarded_run(plain)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        in_child = pipe.read().decode()
+    os.waitpid(child, 0)
+    assert in_child and in_child != kept
+    assert own_cgroup(guarded_run(plain)) == kept
 
 
 def test_a_fork_among_other_calls_leaders_is_ended_with_its_call(mode: str, mark: str) -> None:
