@@ -3,7 +3,8 @@
 Descendants that leave the process group (setsid, double fork) are still found. One `Containment`
 is chosen per process (`current()`; `containment()` says which in words): where a writable cgroup
 v2 tree with `cgroup.kill` exists, each call's leader is moved right after spawn into a cgroup of
-its own under one directory for this process, and ended with `cgroup.kill`. Every child also
+its own under one directory for this process (fresh, or one an earlier call left empty), and ended
+with `cgroup.kill`. Every child also
 inherits a per-call `MCPWRAP_CALL` tag: what the leader forked before its move is found by it
 (among the pids allocated since) and moved in too; a sweep of /proc/*/environ SIGKILLs what
 carries it when there is no cgroup, or when that chase could not be sure.
@@ -45,7 +46,7 @@ from mcpwrap.run.procfs import adopt_early_forks, leaders, mid_exec, proc_stat, 
 FLUSH_S = 0.25              # after the call's processes are ended, the pipes get this long to drain
 POLL_CAP_S = 0.05           # the backing-off wait for a group to empty polls at least this often
 EXEC_RETRIES = 5            # passes of a tag sweep over processes caught mid-exec
-KEPT_CGROUPS = 32           # emptied cgroups of ended calls kept for later calls
+KEPT_CGROUPS = 64           # emptied cgroups of ended calls kept for later calls (--max-calls by default)
 CALL_ENV = "MCPWRAP_CALL"
 CONTAINMENT_ENV = "MCPWRAP_CONTAINMENT"
 
