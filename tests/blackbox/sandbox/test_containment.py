@@ -161,15 +161,22 @@ def test_catastrophic_user_pattern_is_stopped(tmp_path: Path) -> None:
 
 
 def test_server_cgroup_is_removed_at_exit_and_a_dead_servers_is_ended(mode: str, mark: str) -> None:
+    """At exit the process's cgroup goes, with the emptied call cgroups it kept for later calls."""
     if mode == "tag":
         pytest.skip("cgroups only")
     base = contain._own_cgroup2()
     assert base is not None
     prefix = f"mcpwrap-{os.stat('/proc/self/ns/pid').st_ino}-"
-    code = "from mcpwrap.run import process as runner\nprint(runner.containment().split()[-1])\n"
+    code = ("import os, trio\nfrom pathlib import Path\nfrom mcpwrap.config import load\n"
+            "from mcpwrap.run import process as runner\n"
+            "tool = load.loads(b'[tools.t]\\ncommand = [\"true\"]\\n', Path('tools.toml')).tool('t')\n"
+            "for _ in range(3):\n    trio.run(runner.run, tool, {})\n"
+            "server = runner.containment().split()[-1]\n"
+            "print(server, len([e for e in os.scandir(server) if e.is_dir()]))\n")
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=HANG_S,
                           cwd=Path(__file__).parents[3])
-    server = done.stdout.strip()
+    server, kept = done.stdout.split()
+    assert kept == "1", done.stdout               # the three calls ran one after another in one cgroup
     assert server.startswith(os.path.join(base, prefix)) and not os.path.exists(server), done.stderr
     # A server that died without its exit handler left a call's cgroup with a process in it.
     gone = subprocess.Popen(["true"])
