@@ -4,10 +4,9 @@ Descendants that leave the process group (setsid, double fork) are still found. 
 is chosen per process (`current()`; `containment()` says which in words): where a writable cgroup
 v2 tree with `cgroup.kill` exists, each call's leader is moved right after spawn into a cgroup of
 its own under one directory for this process (fresh, or one an earlier call left empty), and ended
-with `cgroup.kill`. Every child also
-inherits a per-call `MCPWRAP_CALL` tag: what the leader forked before its move is found by it
-(among the pids allocated since) and moved in too; a sweep of /proc/*/environ SIGKILLs what
-carries it when there is no cgroup, or when that chase could not be sure.
+with `cgroup.kill`. Every child also inherits a per-call `MCPWRAP_CALL` tag: what the leader forked
+before its move is found by it (among the pids allocated since) and moved in too; a sweep of
+/proc/*/environ SIGKILLs what carries it when there is no cgroup, or when that chase could not be sure.
 `MCPWRAP_CONTAINMENT=tag` forces the tag sweep.
 
 A process killed outright (SIGKILL, the OOM killer) runs none of that, and its
