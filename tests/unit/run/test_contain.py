@@ -168,6 +168,18 @@ def test_an_ended_calls_cgroup_is_the_next_calls_unless_limits_were_written_to_i
     assert own_cgroup(guarded_run(plain)) != inside_limits
 
 
+def test_a_cgroup_a_daemon_was_left_in_is_never_handed_on(mode: str, mark: str) -> None:
+    """A call that leaves a daemon (setsid, its leader gone) takes the one kept cgroup; the daemon is
+    ended with it, and the cgroup is removed, not kept: the next call gets a fresh one."""
+    if mode == "tag":
+        pytest.skip("cgroups only")
+    plain = cgroup_printer(mark)
+    kept = own_cgroup(guarded_run(plain))
+    guarded_run(tool(mark, 'shell = "setsid sleep 1033 </dev/null >/dev/null 2>&1 & exit 0"\nkill_grace = "0.5s"\n'))
+    until(lambda: gone(mark), "the daemon to be ended with its call")
+    assert own_cgroup(guarded_run(plain)) != kept
+
+
 def test_a_forked_child_never_takes_its_parents_kept_cgroups(mode: str, mark: str) -> None:
     """A task's supervisor is a fork of the server: were it to take a cgroup the server keeps, both
     could hand it to a call at once, and one call's end would kill the other's processes."""
